@@ -1,0 +1,189 @@
+"""The seam between the Kafka connectors and the Kafka clients behind them.
+
+The source and the sink speak only to these small typed interfaces. Two implementations sit
+behind them:
+
+- ``confluent_clients.RealKafkaClients``: librdkafka (confluent-kafka) for the data path and
+  kafka-python (``txn_control.py``) for the transaction control plane that librdkafka lacks;
+- ``fake_cluster.FakeKafkaClients``: an in-process simulation of Kafka's transactional semantics
+  for unit tests, selected with a ``fake-kafka://<state file>`` bootstrap address.
+
+Errors crossing the seam are the types of ``errors.py``, never a client library's own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Literal, Mapping, Protocol, Sequence
+
+Headers = Sequence[tuple[str, bytes | None]]
+
+FAKE_SCHEME = "fake-kafka://"
+
+# librdkafka / Java client timestamp types, as Spark's Kafka source exposes them.
+TIMESTAMP_CREATE_TIME = 0
+TIMESTAMP_LOG_APPEND_TIME = 1
+
+
+@dataclass(frozen=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True)
+class ConsumedRecord:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+    timestamp_type: int = TIMESTAMP_CREATE_TIME
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+@dataclass(frozen=True)
+class ProducerIdentity:
+    """What any process needs to end a transaction another process opened (EndTxn)."""
+
+    producer_id: int
+    producer_epoch: int
+
+
+@dataclass(frozen=True)
+class OpenTransaction:
+    """A transaction the broker reports as not yet ended (ListTransactions + DescribeTransactions)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: str
+    start_time_ms: int
+    timeout_ms: int
+    partitions: frozenset[TopicPartition] = field(default_factory=frozenset)
+
+
+OffsetSpec = Literal["earliest", "latest"] | int  # an int is a timestamp in ms (offsetsForTimes)
+
+
+class ProducerClient(Protocol):
+    """One producer. Transactional when created with a transactional id."""
+
+    def init_transactions(self, timeout_s: float) -> ProducerIdentity:
+        """Fence every older producer of this transactional id, abort its open transaction, bump the
+        epoch. Returns the new identity."""
+
+    def begin_transaction(self) -> None: ...
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Headers | None = None,
+        timestamp_ms: int | None = None,
+    ) -> None:
+        """Queue one record. May raise RecordTooLargeError or UnknownTopicError at once."""
+
+    def flush(self, timeout_s: float) -> None:
+        """Wait until every queued record is acknowledged; raise the first delivery error."""
+
+    def identity(self) -> ProducerIdentity:
+        """The current (producer id, epoch) of this transactional producer."""
+
+    def abort_transaction(self, timeout_s: float) -> None: ...
+
+    def close(self) -> None:
+        """Release the client. An open transaction is left open on the broker (it is NOT aborted)."""
+
+
+class RecordReader(Protocol):
+    """Reads explicit offset ranges, isolation level fixed at creation."""
+
+    def read(self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> Iterator[ConsumedRecord]:
+        """Yield the visible records with start <= offset < end of every range.
+
+        Offsets of control markers and (under read_committed) aborted records are skipped, so the
+        yielded offsets may have gaps; the reader still stops at ``end``. ``end`` must not exceed
+        the partition's end for the reader's isolation level (the LSO under read_committed)."""
+
+    def close(self) -> None: ...
+
+
+class ClusterAdmin(Protocol):
+    def list_topics(self) -> list[str]: ...
+
+    def partitions(self, topic: str) -> list[int]:
+        """Partition ids of ``topic``; raises UnknownTopicError."""
+
+    def create_topic(
+        self, topic: str, partitions: int, config: Mapping[str, str] | None = None
+    ) -> None: ...
+
+    def list_offsets(
+        self,
+        partitions: Iterable[TopicPartition],
+        spec: OffsetSpec,
+        read_committed: bool = True,
+    ) -> dict[TopicPartition, int]:
+        """earliest: log start; latest: LSO under read_committed, else high watermark; an int
+        timestamp: first offset with timestamp >= it, or the latest offset when there is none."""
+
+    def broker_config(self, name: str) -> str | None:
+        """A broker configuration value (DescribeConfigs), or None when the broker does not say."""
+
+    def commit_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit offsets to a consumer group, for lag monitoring only."""
+
+    def close(self) -> None: ...
+
+
+class TransactionControl(Protocol):
+    """Ends and finds transactions that other processes opened."""
+
+    def end_transaction(
+        self, transactional_id: str, identity: ProducerIdentity, commit: bool
+    ) -> None:
+        """Send EndTxn. Repeating the same request after success is not an error."""
+
+    def list_open_transactions(self, transactional_id_prefix: str) -> list[OpenTransaction]:
+        """Every transaction whose id starts with the prefix and that is not ended."""
+
+    def close(self) -> None: ...
+
+
+class KafkaClients(Protocol):
+    """Factory of clients for one cluster."""
+
+    bootstrap_servers: str
+
+    def producer(
+        self, transactional_id: str | None, config: Mapping[str, str] | None = None
+    ) -> ProducerClient: ...
+
+    def reader(
+        self, read_committed: bool = True, config: Mapping[str, str] | None = None
+    ) -> RecordReader: ...
+
+    def admin(self) -> ClusterAdmin: ...
+
+    def txn_control(self) -> TransactionControl: ...
+
+
+def clients_for(bootstrap_servers: str, config: Mapping[str, str] | None = None) -> KafkaClients:
+    """The clients for a bootstrap address: the fake cluster for ``fake-kafka://<path>``, else the
+    real Kafka clients. ``config`` is librdkafka-style client configuration passed through."""
+    if not bootstrap_servers:
+        raise ValueError("bootstrap servers must be given, e.g. 'localhost:9092'")
+    if bootstrap_servers.startswith(FAKE_SCHEME):
+        from connectors.kafka.fake_cluster import FakeKafkaClients
+
+        return FakeKafkaClients(bootstrap_servers[len(FAKE_SCHEME):])
+    from connectors.kafka.confluent_clients import RealKafkaClients
+
+    return RealKafkaClients(bootstrap_servers, dict(config or {}))

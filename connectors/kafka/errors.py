@@ -1,0 +1,81 @@
+"""Errors raised by the Kafka connectors.
+
+The client seam (``clients.py``) translates librdkafka, kafka-python and fake-cluster errors into
+these types, so the source and the sink decide what is retriable and what is lost in one place,
+whatever client sits behind the seam.
+"""
+
+from __future__ import annotations
+
+
+class KafkaConnectorError(Exception):
+    """Base class of every error raised by ``connectors.kafka``."""
+
+
+class RetriableKafkaError(KafkaConnectorError):
+    """A transient condition: coordinator loading or moved, concurrent transactions, network.
+
+    ``code`` is Kafka's error name (for example ``COORDINATOR_LOAD_IN_PROGRESS``) when known.
+    """
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class BrokerUnavailableError(RetriableKafkaError):
+    """No broker answered within the client's timeout."""
+
+
+class ProducerFencedError(KafkaConnectorError):
+    """A newer producer initialised the same transactional id (PRODUCER_FENCED, error 90).
+
+    The fenced producer's open transaction was aborted by the broker: its data is gone.
+    """
+
+
+class InvalidProducerEpochError(KafkaConnectorError):
+    """The (producer id, epoch) pair is older than the broker's (INVALID_PRODUCER_EPOCH, error 47)."""
+
+
+class InvalidTxnStateError(KafkaConnectorError):
+    """The transaction is in a state that does not allow the request (INVALID_TXN_STATE, error 48),
+    for example a commit of a transaction that was already aborted."""
+
+
+class TransactionalIdNotFoundError(KafkaConnectorError):
+    """The broker has no state for this transactional id (expired or never initialised)."""
+
+
+class UnknownTopicError(KafkaConnectorError):
+    """The topic does not exist."""
+
+
+class RecordTooLargeError(KafkaConnectorError):
+    """A record is larger than the broker (or producer) accepts (MESSAGE_TOO_LARGE)."""
+
+
+class OffsetOutOfRangeError(KafkaConnectorError):
+    """Requested offsets are no longer (or not yet) in the partition's log."""
+
+
+class TransactionLostError(KafkaConnectorError):
+    """A pre-committed transaction can no longer be committed: its data will never be visible.
+
+    Raised instead of ever passing over such a loss silently. Typical causes: the transaction
+    exceeded ``transaction.timeout.ms`` and the broker aborted it, or another producer
+    re-initialised its transactional id (PRODUCER_FENCED).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        checkpoint_id: int | None,
+        transactional_id: str,
+        record_count: int,
+    ) -> None:
+        super().__init__(message)
+        self.checkpoint_id = checkpoint_id
+        self.transactional_id = transactional_id
+        self.record_count = record_count
