@@ -1,0 +1,311 @@
+import pytest
+
+from memory_system import ListSource, MemorySink, MemoryTransactionalSystem, StepClock
+from twophase.checkpoint_store import FileCheckpointStore
+from twophase.coordinator import (
+    CheckpointAbortedError,
+    CheckpointCommitError,
+    CheckpointConfig,
+    CheckpointCoordinator,
+    CheckpointFailureError,
+    CheckpointTriggerError,
+)
+from twophase.participants import CheckpointParticipant, RestoredState
+from twophase.pipeline import LocalPipeline
+from twophase.stats import CheckpointStatus
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class ExternalParticipant(CheckpointParticipant):
+    """Acknowledges through coordinator.acknowledge, like Spark's driver-side sink."""
+
+    acknowledges_externally = True
+    commits_on_notify = True
+
+    def __init__(self, name: str = "external") -> None:
+        self.name = name
+        self.completed: list[int] = []
+        self.aborted: list[int] = []
+        self.restored: list[RestoredState] = []
+
+    def snapshot_state(self, checkpoint_id):
+        raise AssertionError("never called for external participants")
+
+    def restore(self, restored):
+        self.restored.append(restored)
+
+    def notify_checkpoint_complete(self, checkpoint_id):
+        self.completed.append(checkpoint_id)
+
+    def notify_checkpoint_aborted(self, checkpoint_id):
+        self.aborted.append(checkpoint_id)
+
+
+def coordinator_with(tmp_path, participant, clock=None, **knobs):
+    coordinator = CheckpointCoordinator(FileCheckpointStore(tmp_path / "chk"),
+                                        CheckpointConfig(**knobs), clock=clock or ManualClock())
+    coordinator.register(participant)
+    coordinator.restore()
+    return coordinator
+
+
+def test_happy_path_pipeline(tmp_path):
+    system = MemoryTransactionalSystem()
+    store = FileCheckpointStore(tmp_path / "chk")
+    coordinator = CheckpointCoordinator(store, CheckpointConfig(checkpoint_interval=1.0), clock=StepClock(0.1))
+    records = list(range(1000))
+    result = LocalPipeline(coordinator, ListSource(records), lambda r: [r * 10],
+                           [MemorySink("out", system)], max_poll_records=7).run()
+    assert sorted(system.visible) == [r * 10 for r in records]
+    assert result.records_in == 1000 and result.restarts == 0
+    stats = coordinator.checkpoint_stats()
+    assert len(stats) > 3
+    assert all(s.status is CheckpointStatus.COMPLETED for s in stats)
+    assert all(s.end_to_end_duration_ms is not None and s.state_size_bytes > 0 for s in stats)
+    ids = [s.checkpoint_id for s in stats]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    assert store.checkpoint_ids() == ids[-3:]
+    assert all(store.is_committed(i) for i in store.checkpoint_ids())
+    assert system.open_txn_ids("") == []
+
+
+def test_completed_checkpoint_is_stored_before_any_notification(tmp_path):
+    seen: list[bool] = []
+    participant = ExternalParticipant()
+    coordinator = coordinator_with(tmp_path, participant)
+    participant.notify_checkpoint_complete = lambda cid: seen.append(
+        coordinator.store.load(cid).checkpoint_id == cid)
+    cid = coordinator.trigger_checkpoint()
+    coordinator.acknowledge(cid, "external", {"handles": [1, 2]})
+    assert seen == [True]
+    assert coordinator.store.is_committed(cid)
+
+
+def test_timeout_aborts_pending_checkpoint(tmp_path):
+    clock = ManualClock()
+    participant = ExternalParticipant()
+    coordinator = coordinator_with(tmp_path, participant, clock, checkpoint_timeout=5.0,
+                                   tolerable_failed_checkpoints=3)
+    cid = coordinator.trigger_checkpoint()
+    clock.now = 4.9
+    coordinator.tick()
+    assert coordinator.pending_checkpoint_ids == [cid]
+    clock.now = 5.0
+    with pytest.raises(CheckpointAbortedError, match="checkpoint_timeout"):
+        coordinator.tick()
+    assert coordinator.pending_checkpoint_ids == []
+    [stats] = coordinator.stats_for([cid])
+    assert stats.status is CheckpointStatus.FAILED and "checkpoint_timeout" in stats.failure_cause
+    with pytest.raises(CheckpointTriggerError):
+        coordinator.acknowledge(cid, "external", {})
+    assert coordinator.store.latest() is None
+
+
+def test_aborted_checkpoint_notifies_participants_that_acknowledged(tmp_path):
+    system = MemoryTransactionalSystem()
+    sink = MemorySink("out", system)
+    external = ExternalParticipant()
+    store = FileCheckpointStore(tmp_path / "chk")
+    coordinator = CheckpointCoordinator(store, CheckpointConfig(tolerable_failed_checkpoints=5),
+                                        clock=ManualClock())
+    coordinator.register(sink)
+    coordinator.register(external)
+    coordinator.restore()
+    sink.invoke("a")
+    cid = coordinator.trigger_checkpoint()
+    with pytest.raises(CheckpointAbortedError):
+        coordinator.decline(cid, "external", "task failed")
+    assert system.txns[f"out-{cid}"].state == "aborted"
+    assert "a" not in system.visible
+
+
+def test_max_concurrent_and_min_pause(tmp_path):
+    clock = ManualClock()
+    participant = ExternalParticipant()
+    coordinator = coordinator_with(tmp_path, participant, clock, checkpoint_interval=1.0,
+                                   min_pause_between_checkpoints=3.0, max_concurrent_checkpoints=1)
+    first = coordinator.tick()
+    assert first is not None
+    clock.now = 2.0
+    assert coordinator.tick() is None  # one in flight already
+    with pytest.raises(CheckpointTriggerError, match="max_concurrent_checkpoints"):
+        coordinator.trigger_checkpoint()
+    coordinator.acknowledge(first, "external", {})
+    clock.now = 4.0
+    assert coordinator.tick() is None  # interval passed but min pause (3 s after completion at 2) not
+    clock.now = 5.0
+    second = coordinator.tick()
+    assert second == first + 1
+
+
+def test_two_concurrent_checkpoints_allowed_when_configured(tmp_path):
+    participant = ExternalParticipant()
+    coordinator = coordinator_with(tmp_path, participant, max_concurrent_checkpoints=2)
+    a = coordinator.trigger_checkpoint()
+    b = coordinator.trigger_checkpoint()
+    with pytest.raises(CheckpointTriggerError):
+        coordinator.trigger_checkpoint()
+    coordinator.acknowledge(b, "external", {})
+    coordinator.acknowledge(a, "external", {})
+    assert participant.completed == [b, a]
+
+
+def test_tolerable_failed_checkpoints(tmp_path):
+    participant = ExternalParticipant()
+    coordinator = coordinator_with(tmp_path, participant, tolerable_failed_checkpoints=1)
+    with pytest.raises(CheckpointAbortedError):
+        coordinator.decline(coordinator.trigger_checkpoint(), "external", "boom")
+    cid = coordinator.trigger_checkpoint()
+    coordinator.acknowledge(cid, "external", {})  # a success resets the count
+    with pytest.raises(CheckpointAbortedError):
+        coordinator.decline(coordinator.trigger_checkpoint(), "external", "boom")
+    with pytest.raises(CheckpointFailureError, match="tolerable_failed_checkpoints=1"):
+        coordinator.decline(coordinator.trigger_checkpoint(), "external", "boom")
+
+
+def test_ids_increase_across_restart_and_external_ids_must_increase(tmp_path):
+    participant = ExternalParticipant()
+    coordinator = coordinator_with(tmp_path, participant)
+    for _ in range(3):
+        coordinator.acknowledge(coordinator.trigger_checkpoint(), "external", {})
+    coordinator.trigger_checkpoint()  # 4 never completes: the process dies
+    again = ExternalParticipant()
+    restarted = coordinator_with(tmp_path, again)
+    assert again.restored[-1].checkpoint_id == 3
+    assert restarted.trigger_checkpoint() == 5
+    restarted.acknowledge(5, "external", {})
+    with pytest.raises(CheckpointTriggerError, match="not greater"):
+        restarted.trigger_checkpoint(checkpoint_id=5)
+
+
+def test_notification_retried_then_confirmed(tmp_path):
+    system = MemoryTransactionalSystem()
+    sink = MemorySink("out", system)
+    coordinator = coordinator_with(tmp_path, sink, notify_attempts=3, notify_max_backoff=0)
+    sink.invoke("x")
+    system.fail_next_commits = 2
+    cid = coordinator.trigger_checkpoint()
+    assert system.visible == ["x"]
+    assert coordinator.store.is_committed(cid)
+
+
+def test_unconfirmed_commit_is_recommitted_on_restore(tmp_path):
+    system = MemoryTransactionalSystem()
+    sink = MemorySink("out", system)
+    coordinator = coordinator_with(tmp_path, sink, notify_attempts=2, notify_max_backoff=0)
+    sink.invoke("x")
+    system.fail_next_commits = 2
+    with pytest.raises(CheckpointCommitError):
+        coordinator.trigger_checkpoint()
+    assert system.visible == []
+    assert not coordinator.store.is_committed(1)
+    [stats] = coordinator.stats_for([1])
+    assert stats.status is CheckpointStatus.COMPLETED_NOT_COMMITTED
+    fresh_sink = MemorySink("out", system)
+    coordinator_with(tmp_path, fresh_sink)
+    assert system.visible == ["x"]
+    assert [h.txn_id for h in fresh_sink.recovered] == ["out-1"]
+
+
+def test_committed_checkpoint_is_not_recommitted(tmp_path):
+    system = MemoryTransactionalSystem()
+    sink = MemorySink("out", system)
+    coordinator = coordinator_with(tmp_path, sink)
+    sink.invoke("x")
+    coordinator.trigger_checkpoint()
+    fresh_sink = MemorySink("out", system)
+    coordinator_with(tmp_path, fresh_sink)
+    assert fresh_sink.recovered == []
+    assert system.visible == ["x"]
+
+
+def test_missed_notification_is_made_good_by_the_next(tmp_path):
+    system = MemoryTransactionalSystem()
+    sink = MemorySink("out", system)
+    sink.restore(RestoredState(None, None, False))
+    sink.invoke("a")
+    state_1 = sink.snapshot_state(1)
+    sink.invoke("b")
+    state_2 = sink.snapshot_state(2)
+    assert [e["checkpoint_id"] for e in state_1] == [1]
+    assert [e["checkpoint_id"] for e in state_2] == [1, 2]  # 1 is carried until confirmed
+    sink.notify_checkpoint_complete(2)
+    assert system.visible == ["a", "b"]
+    assert sink.pending_checkpoint_ids() == []
+
+
+def test_savepoint_survives_checkpoint_cleanup_and_restores(tmp_path):
+    import shutil
+    system = MemoryTransactionalSystem()
+    records = list(range(100))
+    source = ListSource(records)
+    sink = MemorySink("out", system)
+    coordinator = CheckpointCoordinator(FileCheckpointStore(tmp_path / "chk"),
+                                        CheckpointConfig(checkpoint_interval=None), clock=ManualClock())
+    coordinator.register(source)
+    coordinator.register(sink)
+    coordinator.restore()
+    for value in source.poll(40):
+        sink.invoke(value)
+    savepoint = coordinator.stop_with_savepoint(tmp_path / "savepoints" / "sp-1")
+    assert savepoint.is_savepoint and savepoint.state_of("source") == 40
+    with pytest.raises(CheckpointTriggerError, match="stopped"):
+        coordinator.trigger_checkpoint()
+    assert system.visible == records[:40]
+    shutil.rmtree(tmp_path / "chk")
+
+    resumed = CheckpointCoordinator(FileCheckpointStore(tmp_path / "chk2"),
+                                    CheckpointConfig(checkpoint_interval=0.5), clock=StepClock(0.1))
+    LocalPipeline(resumed, ListSource(records), lambda r: [r], [MemorySink("out", system)]).run(
+        savepoint_path=tmp_path / "savepoints" / "sp-1")
+    assert system.visible == records
+    assert resumed.store.checkpoint_ids()[-1] > savepoint.checkpoint_id
+
+
+def test_savepoint_restore_refuses_newer_checkpoints(tmp_path):
+    participant = ExternalParticipant()
+    coordinator = coordinator_with(tmp_path, participant)
+    coordinator.trigger_savepoint(tmp_path / "sp")
+    coordinator.acknowledge(1, "external", {})
+    coordinator.acknowledge(coordinator.trigger_checkpoint(), "external", {})
+    again = CheckpointCoordinator(FileCheckpointStore(tmp_path / "chk"), clock=ManualClock())
+    again.register(ExternalParticipant())
+    with pytest.raises(ValueError, match="fresh checkpoint directory"):
+        again.restore(savepoint_path=tmp_path / "sp")
+
+
+def test_state_of_unknown_participant_is_refused(tmp_path):
+    participant = ExternalParticipant("a")
+    coordinator = coordinator_with(tmp_path, participant)
+    coordinator.acknowledge(coordinator.trigger_checkpoint(), "a", {"x": 1})
+    other = CheckpointCoordinator(FileCheckpointStore(tmp_path / "chk"), clock=ManualClock())
+    other.register(ExternalParticipant("b"))
+    with pytest.raises(ValueError, match="allow_non_restored_state"):
+        other.restore()
+
+
+@pytest.mark.parametrize("knob, value, fragment", [
+    ("checkpoint_interval", -1, "checkpoint_interval must be a number > 0"),
+    ("checkpoint_interval", 0, "checkpoint_interval"),
+    ("checkpoint_timeout", 0, "checkpoint_timeout must be a number > 0"),
+    ("max_concurrent_checkpoints", 0, "max_concurrent_checkpoints must be an integer >= 1"),
+    ("min_pause_between_checkpoints", -0.1, "min_pause_between_checkpoints must be a number >= 0"),
+    ("tolerable_failed_checkpoints", -1, "tolerable_failed_checkpoints must be an integer >= 0"),
+    ("retained_checkpoints", 0, "retained_checkpoints must be an integer >= 1"),
+])
+def test_bad_knobs_name_the_knob_and_range(knob, value, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        CheckpointConfig(**{knob: value})
+
+
+def test_trigger_before_restore_is_refused(tmp_path):
+    coordinator = CheckpointCoordinator(FileCheckpointStore(tmp_path))
+    with pytest.raises(CheckpointTriggerError, match="restore"):
+        coordinator.trigger_checkpoint()

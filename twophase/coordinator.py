@@ -1,0 +1,493 @@
+"""The checkpoint coordinator: Flink's CheckpointCoordinator as a small, clock-driven state machine.
+
+Lifecycle of checkpoint N: trigger -> pending -> every participant acknowledges (sources with their
+offsets, sinks with their pre-committed transaction handles) -> the completed checkpoint is stored
+durably -> participants are notified and sinks commit -> N is marked committed in the store.
+
+The coordinator owns no thread. Whoever drives the job (the in-process pipeline, a Spark adapter)
+calls :meth:`CheckpointCoordinator.tick` for periodic triggers and timeouts, so tests control time
+through the injected clock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from twophase import failpoints, savepoints
+from twophase.checkpoint import CompletedCheckpoint, JsonValue
+from twophase.checkpoint_store import FileCheckpointStore, ensure_writable_directory, validate_retained
+from twophase.participants import CheckpointParticipant, RestoredState
+from twophase.stats import CheckpointStats, CheckpointStatus
+
+log = logging.getLogger(__name__)
+
+
+class CheckpointTriggerError(RuntimeError):
+    """A checkpoint could not be triggered now (too many in flight, id not increasing, stopped)."""
+
+
+class CheckpointAbortedError(RuntimeError):
+    """A pending checkpoint was aborted (a participant declined, failed, or timed out).
+
+    What its sinks pre-committed is aborted too, so the job must rewind to the last completed
+    checkpoint before going on: the in-process pipeline does that by restoring."""
+
+    def __init__(self, checkpoint_id: int, cause: str) -> None:
+        super().__init__(f"checkpoint {checkpoint_id} aborted: {cause}")
+        self.checkpoint_id = checkpoint_id
+        self.cause = cause
+
+
+class CheckpointFailureError(RuntimeError):
+    """More consecutive checkpoint failures than ``tolerable_failed_checkpoints``: fail the job."""
+
+
+class CheckpointCommitError(RuntimeError):
+    """A stored checkpoint's commit could not be confirmed after bounded retries.
+
+    Nothing is lost: the checkpoint stays in the store unmarked, and restoring from it commits its
+    transactions again."""
+
+    def __init__(self, checkpoint_id: int, participant: str, cause: BaseException) -> None:
+        super().__init__(
+            f"checkpoint {checkpoint_id} is stored but participant {participant!r} could not "
+            f"commit it: {cause!r}; restore to commit it again"
+        )
+        self.checkpoint_id = checkpoint_id
+        self.participant = participant
+
+
+def _at_least(name: str, value: float | int | None, minimum: float, *, strict: bool, unit: str = "") -> None:
+    bad = value is None or isinstance(value, bool) or not isinstance(value, (int, float))
+    if not bad:
+        bad = value <= minimum if strict else value < minimum
+    if bad:
+        relation = ">" if strict else ">="
+        raise ValueError(f"{name} must be a number {relation} {minimum}{unit}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """Checkpointing knobs, with Flink's meaning. Durations are seconds."""
+
+    #: Seconds between periodic checkpoints; None: only manual triggers.
+    checkpoint_interval: float | None = 10.0
+    #: A pending checkpoint not fully acknowledged within this many seconds is aborted.
+    checkpoint_timeout: float = 600.0
+    max_concurrent_checkpoints: int = 1
+    #: Seconds from the end of one checkpoint to the next periodic trigger.
+    min_pause_between_checkpoints: float = 0.0
+    #: Consecutive failed checkpoints tolerated before the job fails.
+    tolerable_failed_checkpoints: int = 0
+    retained_checkpoints: int = 3
+    #: Attempts to deliver notify_checkpoint_complete to one participant (tenacity, exponential).
+    notify_attempts: int = 5
+    notify_max_backoff: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.checkpoint_interval is not None:
+            _at_least("checkpoint_interval", self.checkpoint_interval, 0, strict=True, unit=" s (or None)")
+        _at_least("checkpoint_timeout", self.checkpoint_timeout, 0, strict=True, unit=" s")
+        for knob, minimum in (("max_concurrent_checkpoints", 1), ("tolerable_failed_checkpoints", 0),
+                              ("notify_attempts", 1)):
+            value = getattr(self, knob)
+            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+                raise ValueError(f"{knob} must be an integer >= {minimum}, got {value!r}")
+        _at_least("min_pause_between_checkpoints", self.min_pause_between_checkpoints, 0, strict=False, unit=" s")
+        _at_least("notify_max_backoff", self.notify_max_backoff, 0, strict=False, unit=" s")
+        validate_retained(self.retained_checkpoints)
+
+
+@dataclass
+class PendingCheckpoint:
+    checkpoint_id: int
+    trigger_time: float  # coordinator clock
+    trigger_timestamp_ms: int
+    savepoint_path: Path | None
+    awaiting: set[str]
+    states: dict[str, JsonValue] = field(default_factory=dict)
+
+    @property
+    def is_savepoint(self) -> bool:
+        return self.savepoint_path is not None
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class CheckpointCoordinator:
+    def __init__(
+        self,
+        store: FileCheckpointStore,
+        config: CheckpointConfig | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        allow_non_restored_state: bool = False,
+    ) -> None:
+        self.config = config or CheckpointConfig(retained_checkpoints=store.retained_checkpoints)
+        if store.retained_checkpoints != self.config.retained_checkpoints:
+            store.retained_checkpoints = self.config.retained_checkpoints
+        self.store = store
+        self._clock = clock
+        self._allow_non_restored_state = allow_non_restored_state
+        self._participants: dict[str, CheckpointParticipant] = {}
+        self._pending: dict[int, PendingCheckpoint] = {}
+        self._stats: dict[int, CheckpointStats] = {}
+        self._history: deque[int] = deque(maxlen=100)
+        self._lock = threading.RLock()
+        self._restored = False
+        self._stopped = False
+        self._next_id = store.next_checkpoint_id()
+        self._last_trigger_time: float | None = None
+        self._last_completion_time: float | None = None
+        self._consecutive_failures = 0
+        self.latest_completed: CompletedCheckpoint | None = None
+
+    # -- participants ----------------------------------------------------------------------------
+
+    def register(self, participant: CheckpointParticipant) -> None:
+        with self._lock:
+            if self._restored:
+                raise RuntimeError("register every participant before restore()")
+            if participant.name in self._participants:
+                raise ValueError(f"participant name {participant.name!r} is already registered")
+            self._participants[participant.name] = participant
+
+    @property
+    def participants(self) -> list[CheckpointParticipant]:
+        return list(self._participants.values())
+
+    # -- restore ---------------------------------------------------------------------------------
+
+    def restore(self, savepoint_path: str | Path | None = None) -> CompletedCheckpoint | None:
+        """Abort pending checkpoints, then restore every participant from the latest completed
+        checkpoint (or the savepoint at ``savepoint_path``): sinks re-commit its transactions
+        unless it is known committed and abort lingering ones; sources rewind to its offsets."""
+        with self._lock:
+            self._abort_all_pending("restore")
+            if savepoint_path is not None:
+                checkpoint = savepoints.load_savepoint(savepoint_path)
+                committed = savepoints.is_savepoint_committed(savepoint_path)
+                self._adopt_savepoint(checkpoint, committed, savepoint_path)
+            else:
+                checkpoint = self.store.latest()
+                committed = checkpoint is not None and self.store.is_committed(checkpoint.checkpoint_id)
+            if checkpoint is not None:
+                unknown = set(checkpoint.operator_states) - set(self._participants)
+                if unknown and not self._allow_non_restored_state:
+                    raise ValueError(
+                        f"checkpoint {checkpoint.checkpoint_id} has state for participants "
+                        f"{sorted(unknown)} that are not registered; register them or pass "
+                        "allow_non_restored_state=True"
+                    )
+            restored_id = checkpoint.checkpoint_id if checkpoint else None
+            log.info("restoring from %s (committed=%s)",
+                     f"checkpoint {restored_id}" if checkpoint else "nothing (fresh start)", committed)
+            failpoints.hit(failpoints.DURING_RESTORE, checkpoint_id=restored_id)
+            for participant in self._participants.values():
+                state = checkpoint.state_of(participant.name) if checkpoint else None
+                participant.restore(RestoredState(restored_id, state, committed))
+            if checkpoint is not None and not committed:
+                self._mark_committed(checkpoint, savepoint_path)
+            self.latest_completed = checkpoint
+            self._next_id = max(self._next_id, self.store.next_checkpoint_id(), (restored_id or 0) + 1)
+            self._restored = True
+            return checkpoint
+
+    def _adopt_savepoint(self, checkpoint: CompletedCheckpoint, committed: bool,
+                         savepoint_path: str | Path) -> None:
+        """Put a savepoint into the store, so a failover after this restore returns to it."""
+        newer = [i for i in self.store.checkpoint_ids() if i > checkpoint.checkpoint_id]
+        if newer:
+            raise ValueError(
+                f"checkpoint directory {str(self.store.directory)!r} holds checkpoints {newer} newer "
+                f"than savepoint {str(savepoint_path)!r} (checkpoint {checkpoint.checkpoint_id}); "
+                "restore a savepoint into a fresh checkpoint directory"
+            )
+        if checkpoint.checkpoint_id not in self.store.checkpoint_ids():
+            self.store.add(checkpoint)
+        if committed:
+            self.store.mark_committed(checkpoint.checkpoint_id)
+
+    # -- triggering ------------------------------------------------------------------------------
+
+    def trigger_checkpoint(self, checkpoint_id: int | None = None) -> int:
+        """Trigger a checkpoint now (obeys max_concurrent_checkpoints, not the min pause).
+
+        ``checkpoint_id`` lets an engine that numbers its own epochs (Spark batch ids) use its
+        numbers; they must still strictly increase. Returns the checkpoint id. Participants that
+        snapshot synchronously are snapshotted before this returns; raises CheckpointAbortedError
+        if one of them fails."""
+        return self._trigger(checkpoint_id, savepoint_path=None, periodic=False)
+
+    def trigger_savepoint(self, path: str | Path) -> int:
+        """Trigger a savepoint into ``path`` (self-contained, never expires)."""
+        folder = Path(path)
+        ensure_writable_directory(folder.parent if not folder.exists() else folder, "savepoint directory")
+        return self._trigger(None, savepoint_path=folder, periodic=False)
+
+    def stop_with_savepoint(self, path: str | Path) -> CompletedCheckpoint:
+        """Take a final savepoint, commit it, and stop triggering. Every participant must snapshot
+        synchronously for this to complete in the call."""
+        checkpoint_id = self.trigger_savepoint(path)
+        with self._lock:
+            if checkpoint_id in self._pending:
+                raise CheckpointTriggerError(
+                    f"savepoint {checkpoint_id} awaits external acknowledgements from "
+                    f"{sorted(self._pending[checkpoint_id].awaiting)}; acknowledge them, then stop"
+                )
+            self._stopped = True
+            assert self.latest_completed is not None
+            log.info("stopped with savepoint %d at %s", checkpoint_id, path)
+            return self.latest_completed
+
+    def tick(self) -> int | None:
+        """Abort timed-out checkpoints and trigger a periodic one when due. Returns its id."""
+        with self._lock:
+            now = self._clock()
+            error: Exception | None = None
+            for pending in list(self._pending.values()):
+                if now - pending.trigger_time >= self.config.checkpoint_timeout:
+                    error = self._abort(pending, f"not acknowledged within checkpoint_timeout="
+                                                 f"{self.config.checkpoint_timeout}s by {sorted(pending.awaiting)}")
+            if error is not None:
+                raise error
+            if not self._periodic_trigger_due(now):
+                return None
+        return self._trigger(None, savepoint_path=None, periodic=True)
+
+    def _periodic_trigger_due(self, now: float) -> bool:
+        interval = self.config.checkpoint_interval
+        if interval is None or self._stopped or not self._restored:
+            return False
+        if len(self._pending) >= self.config.max_concurrent_checkpoints:
+            return False
+        if self._last_trigger_time is not None and now - self._last_trigger_time < interval:
+            return False
+        if (self._last_completion_time is not None
+                and now - self._last_completion_time < self.config.min_pause_between_checkpoints):
+            return False
+        return True
+
+    def _trigger(self, checkpoint_id: int | None, savepoint_path: Path | None, periodic: bool) -> int:
+        with self._lock:
+            if not self._restored:
+                raise CheckpointTriggerError("call restore() before triggering checkpoints")
+            if self._stopped:
+                raise CheckpointTriggerError("the coordinator was stopped with a savepoint")
+            if len(self._pending) >= self.config.max_concurrent_checkpoints:
+                raise CheckpointTriggerError(
+                    f"{len(self._pending)} checkpoint(s) in flight; max_concurrent_checkpoints="
+                    f"{self.config.max_concurrent_checkpoints}"
+                )
+            if checkpoint_id is None:
+                checkpoint_id = self._next_id
+            elif checkpoint_id < self._next_id:
+                raise CheckpointTriggerError(
+                    f"checkpoint id {checkpoint_id} is not greater than every id used so far "
+                    f"(next is {self._next_id})"
+                )
+            self.store.reserve_checkpoint_id(checkpoint_id)
+            self._next_id = checkpoint_id + 1
+            now = self._clock()
+            self._last_trigger_time = now
+            pending = PendingCheckpoint(
+                checkpoint_id=checkpoint_id,
+                trigger_time=now,
+                trigger_timestamp_ms=_wall_clock_ms(),
+                savepoint_path=savepoint_path,
+                awaiting=set(self._participants),
+            )
+            self._pending[checkpoint_id] = pending
+            stats = CheckpointStats(
+                checkpoint_id=checkpoint_id,
+                is_savepoint=savepoint_path is not None,
+                trigger_timestamp_ms=pending.trigger_timestamp_ms,
+                participants=len(self._participants),
+            )
+            self._stats[checkpoint_id] = stats
+            if len(self._history) == self._history.maxlen:
+                self._stats.pop(self._history[0], None)
+            self._history.append(checkpoint_id)
+            log.debug("checkpoint %d triggered (%s)", checkpoint_id,
+                      "savepoint" if savepoint_path else "periodic" if periodic else "manual")
+            for participant in self._participants.values():
+                if participant.acknowledges_externally:
+                    continue
+                try:
+                    state = participant.snapshot_state(checkpoint_id)
+                except failpoints.FailpointCrash:
+                    raise
+                except Exception as exc:
+                    log.warning("checkpoint %d: participant %s failed to snapshot: %r",
+                                checkpoint_id, participant.name, exc)
+                    raise self._abort(pending, f"participant {participant.name!r} failed: {exc!r}") from exc
+                self._acknowledge(pending, participant.name, state)
+            return checkpoint_id
+
+    # -- acknowledgements ------------------------------------------------------------------------
+
+    def acknowledge(self, checkpoint_id: int, participant: str, state: JsonValue) -> None:
+        """A participant's state for ``checkpoint_id`` (for participants acknowledging externally)."""
+        with self._lock:
+            pending = self._pending.get(checkpoint_id)
+            if pending is None:
+                raise CheckpointTriggerError(f"checkpoint {checkpoint_id} is not pending")
+            if participant not in self._participants:
+                raise ValueError(f"unknown participant {participant!r}")
+            self._acknowledge(pending, participant, state)
+
+    def decline(self, checkpoint_id: int, participant: str, cause: str) -> None:
+        """A participant cannot take part in ``checkpoint_id``: abort it."""
+        with self._lock:
+            pending = self._pending.get(checkpoint_id)
+            if pending is None:
+                return
+            raise self._abort(pending, f"declined by {participant!r}: {cause}")
+
+    def _acknowledge(self, pending: PendingCheckpoint, participant: str, state: JsonValue) -> None:
+        # Checked here, not at store time, so a bad state fails its own checkpoint with a clear
+        # cause instead of a serialization error deep in the store.
+        try:
+            json.dumps(state)
+        except (TypeError, ValueError) as exc:
+            raise self._abort(pending, f"participant {participant!r} returned a state that is not "
+                                       f"JSON-serializable: {exc}") from exc
+        pending.states[participant] = state
+        pending.awaiting.discard(participant)
+        self._stats[pending.checkpoint_id].acknowledged += 1
+        if not pending.awaiting:
+            self._complete(pending)
+
+    # -- completion ------------------------------------------------------------------------------
+
+    def _complete(self, pending: PendingCheckpoint) -> None:
+        checkpoint = CompletedCheckpoint(
+            checkpoint_id=pending.checkpoint_id,
+            trigger_timestamp_ms=pending.trigger_timestamp_ms,
+            completion_timestamp_ms=_wall_clock_ms(),
+            operator_states=dict(pending.states),
+            is_savepoint=pending.is_savepoint,
+        )
+        stats = self._stats[pending.checkpoint_id]
+        # The checkpoint is durable before any participant hears of it: a crash from here on
+        # restores it and commits its transactions again.
+        try:
+            if pending.savepoint_path is not None:
+                savepoints.write_savepoint(pending.savepoint_path, checkpoint)
+            self.store.add(checkpoint)
+        except OSError as exc:
+            raise self._abort(pending, f"storing the checkpoint failed: {exc!r}") from exc
+        del self._pending[pending.checkpoint_id]
+        stats.state_size_bytes = len(json.dumps(checkpoint.operator_states))
+        self.latest_completed = checkpoint
+        self._last_completion_time = self._clock()
+        self._consecutive_failures = 0
+        failpoints.hit(failpoints.AFTER_CHECKPOINT_STORED, checkpoint_id=checkpoint.checkpoint_id)
+
+        committers = [p for p in self._participants.values() if p.commits_on_notify]
+        committed = 0
+        for participant in self._participants.values():
+            try:
+                self._notify_complete(participant, checkpoint.checkpoint_id)
+            except failpoints.FailpointCrash:
+                raise
+            except Exception as exc:
+                stats.status = CheckpointStatus.COMPLETED_NOT_COMMITTED
+                stats.failure_cause = repr(exc)
+                stats.end_to_end_duration_ms = checkpoint.completion_timestamp_ms - checkpoint.trigger_timestamp_ms
+                log.error("checkpoint %d: participant %s did not confirm the commit: %r",
+                          checkpoint.checkpoint_id, participant.name, exc)
+                raise CheckpointCommitError(checkpoint.checkpoint_id, participant.name, exc) from exc
+            if participant.commits_on_notify:
+                committed += 1
+                if committed < len(committers):
+                    failpoints.hit(failpoints.MID_COMMIT, checkpoint_id=checkpoint.checkpoint_id)
+        self._mark_committed(checkpoint, pending.savepoint_path)
+        failpoints.hit(failpoints.AFTER_COMMIT, checkpoint_id=checkpoint.checkpoint_id)
+        stats.status = CheckpointStatus.COMPLETED
+        stats.end_to_end_duration_ms = _wall_clock_ms() - checkpoint.trigger_timestamp_ms
+        log.info("checkpoint %d completed%s in %d ms, state %d bytes",
+                 checkpoint.checkpoint_id, " (savepoint)" if checkpoint.is_savepoint else "",
+                 stats.end_to_end_duration_ms, stats.state_size_bytes)
+
+    def _notify_complete(self, participant: CheckpointParticipant, checkpoint_id: int) -> None:
+        retrying = Retrying(
+            stop=stop_after_attempt(self.config.notify_attempts),
+            wait=wait_exponential(multiplier=0.05, max=self.config.notify_max_backoff),
+            retry=retry_if_exception(lambda exc: not isinstance(exc, failpoints.FailpointCrash)),
+            reraise=True,
+            before_sleep=lambda state: log.warning(
+                "checkpoint %d: notifying %s failed (attempt %d): %r; retrying", checkpoint_id,
+                participant.name, state.attempt_number, state.outcome.exception() if state.outcome else None),
+        )
+        retrying(participant.notify_checkpoint_complete, checkpoint_id)
+
+    def _mark_committed(self, checkpoint: CompletedCheckpoint, savepoint_path: str | Path | None) -> None:
+        if checkpoint.checkpoint_id in self.store.checkpoint_ids():
+            self.store.mark_committed(checkpoint.checkpoint_id)
+        if savepoint_path is not None:
+            savepoints.mark_savepoint_committed(savepoint_path)
+
+    # -- aborting --------------------------------------------------------------------------------
+
+    def _abort(self, pending: PendingCheckpoint, cause: str) -> Exception:
+        """Abort ``pending``; return the error for the caller to raise: CheckpointAbortedError, or
+        CheckpointFailureError once more consecutive checkpoints failed than are tolerable."""
+        self._discard(pending, cause)
+        self._consecutive_failures += 1
+        if self._consecutive_failures > self.config.tolerable_failed_checkpoints:
+            return CheckpointFailureError(
+                f"{self._consecutive_failures} consecutive checkpoint failures exceed "
+                f"tolerable_failed_checkpoints={self.config.tolerable_failed_checkpoints}; "
+                f"last: checkpoint {pending.checkpoint_id}: {cause}"
+            )
+        return CheckpointAbortedError(pending.checkpoint_id, cause)
+
+    def _discard(self, pending: PendingCheckpoint, cause: str) -> None:
+        self._pending.pop(pending.checkpoint_id, None)
+        stats = self._stats[pending.checkpoint_id]
+        stats.status = CheckpointStatus.FAILED
+        stats.failure_cause = cause
+        stats.end_to_end_duration_ms = _wall_clock_ms() - pending.trigger_timestamp_ms
+        log.warning("checkpoint %d aborted: %s", pending.checkpoint_id, cause)
+        for name in pending.states:
+            try:
+                self._participants[name].notify_checkpoint_aborted(pending.checkpoint_id)
+            except Exception as exc:  # the restore that follows aborts lingering transactions
+                log.warning("checkpoint %d: %s failed to abort its part: %r",
+                            pending.checkpoint_id, name, exc)
+
+    def _abort_all_pending(self, cause: str) -> None:
+        for pending in list(self._pending.values()):
+            self._discard(pending, cause)
+
+    # -- statistics ------------------------------------------------------------------------------
+
+    @property
+    def pending_checkpoint_ids(self) -> list[int]:
+        with self._lock:
+            return sorted(self._pending)
+
+    @property
+    def consecutive_failures(self) -> int:
+        return self._consecutive_failures
+
+    def checkpoint_stats(self) -> list[CheckpointStats]:
+        """Statistics of the last 100 checkpoints, oldest first (copies)."""
+        with self._lock:
+            return [self._stats[i].copy() for i in self._history if i in self._stats]
+
+    def stats_for(self, checkpoint_ids: Iterable[int]) -> list[CheckpointStats]:
+        with self._lock:
+            return [self._stats[i].copy() for i in checkpoint_ids if i in self._stats]

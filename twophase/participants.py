@@ -1,0 +1,217 @@
+"""What takes part in a checkpoint: the participant contract, resettable sources and
+two-phase-commit sinks (Flink's CheckpointedFunction, CheckpointListener and
+TwoPhaseCommitSinkFunction, in Python)."""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Generic, Sequence, TypeVar
+
+from twophase import failpoints
+from twophase.checkpoint import JsonValue
+
+log = logging.getLogger(__name__)
+
+Offsets = TypeVar("Offsets")
+Txn = TypeVar("Txn")
+Committable = TypeVar("Committable")
+
+
+@dataclass(frozen=True)
+class RestoredState:
+    """What a participant gets back at (re)start.
+
+    ``checkpoint_id`` is None on a fresh start. ``committed`` tells whether every participant
+    confirmed the commit of that checkpoint before the job went down; when it is False a sink must
+    commit the checkpoint's transactions again (idempotently).
+    """
+
+    checkpoint_id: int | None
+    state: JsonValue | None
+    committed: bool
+
+
+class CheckpointParticipant(ABC):
+    """An operator whose state goes into checkpoints, registered under a stable ``name``."""
+
+    #: Stable operator id: the key of this participant's state in every checkpoint.
+    name: str
+    #: True when the state arrives through ``CheckpointCoordinator.acknowledge`` from elsewhere
+    #: (e.g. Spark tasks) instead of from :meth:`snapshot_state`.
+    acknowledges_externally: bool = False
+    #: True when :meth:`notify_checkpoint_complete` commits external side effects.
+    commits_on_notify: bool = False
+
+    @abstractmethod
+    def snapshot_state(self, checkpoint_id: int) -> JsonValue:
+        """Return this participant's JSON-serializable state for ``checkpoint_id``."""
+
+    @abstractmethod
+    def restore(self, restored: RestoredState) -> None:
+        """Take back the state of a restored checkpoint (or start fresh)."""
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """``checkpoint_id`` is durably stored: make its side effects visible."""
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        """``checkpoint_id`` will never complete: undo what was prepared for it."""
+
+    def close(self) -> None:
+        """Release resources. Not called on a crash, so nothing may depend on it."""
+
+
+class ResettableSource(CheckpointParticipant, Generic[Offsets]):
+    """A source that can be rewound to the offsets of a checkpoint (Flink's replayable source).
+
+    For the in-process pipeline a source also hands out records with :meth:`poll`; engines such as
+    Spark plan offset ranges themselves and only use the offsets as state.
+    """
+
+    @abstractmethod
+    def snapshot_state(self, checkpoint_id: int) -> Offsets:
+        """The offsets of the next record not yet emitted."""
+
+    @abstractmethod
+    def restore_state(self, offsets: Offsets | None) -> None:
+        """Continue from ``offsets``; None means the configured starting position."""
+
+    @abstractmethod
+    def poll(self, max_records: int) -> Sequence[Any]:
+        """Up to ``max_records`` next records; empty when none are available now."""
+
+    def end_reached(self) -> bool:
+        """True when a bounded source has emitted everything it ever will."""
+        return False
+
+    def restore(self, restored: RestoredState) -> None:
+        self.restore_state(restored.state)
+
+
+class TwoPhaseCommitSink(CheckpointParticipant, Generic[Txn, Committable]):
+    """Exactly-once sink: one transaction per checkpoint, committed when the checkpoint completes.
+
+    Subclasses implement the transaction operations; this base keeps the pre-committed
+    transactions keyed by checkpoint id and drives them through the checkpoint lifecycle:
+
+    - ``snapshot_state(N)``: pre-commit the current transaction, start the next one, and return
+      every committable not yet confirmed committed (an older one survives in newer checkpoints
+      until its commit is confirmed, so no retention of old checkpoints can lose it);
+    - ``notify_checkpoint_complete(N)``: commit every pending transaction of a checkpoint <= N, in
+      checkpoint order (a missed notification is made good by the next one, as in Flink);
+    - ``notify_checkpoint_aborted(N)``: abort what was pre-committed for N;
+    - ``restore``: commit the restored committables again unless the checkpoint is known committed
+      (``recover_and_commit`` must be idempotent), then abort lingering transactions.
+    """
+
+    commits_on_notify = True
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._current: Txn | None = None
+        self._current_checkpoint_id = 1  # the checkpoint the current transaction is meant for
+        self._pending: dict[int, list[Committable]] = {}
+
+    # -- what a subclass implements -------------------------------------------------------------
+
+    @abstractmethod
+    def begin_transaction(self, checkpoint_id: int) -> Txn:
+        """Start a transaction meant to be pre-committed in checkpoint ``checkpoint_id``.
+
+        The id makes transaction names deterministic, so a restarted job fences its zombies."""
+
+    @abstractmethod
+    def write(self, txn: Txn, value: Any) -> None:
+        """Write one value inside ``txn``."""
+
+    @abstractmethod
+    def pre_commit(self, txn: Txn) -> Committable:
+        """Make ``txn`` durable but invisible (flush) and return the handle to commit it later."""
+
+    @abstractmethod
+    def commit(self, committable: Committable, checkpoint_id: int) -> None:
+        """Make the transaction visible. Must be idempotent."""
+
+    @abstractmethod
+    def abort(self, committable: Committable, checkpoint_id: int) -> None:
+        """Discard a pre-committed transaction."""
+
+    @abstractmethod
+    def serialize_committable(self, committable: Committable) -> JsonValue: ...
+
+    @abstractmethod
+    def deserialize_committable(self, data: JsonValue) -> Committable: ...
+
+    def recover_and_commit(self, committable: Committable, checkpoint_id: int) -> None:
+        """Commit a transaction of a restored checkpoint. Must be idempotent."""
+        self.commit(committable, checkpoint_id)
+
+    @abstractmethod
+    def recover_and_abort(self, keep: Sequence[Committable], restored_checkpoint_id: int | None) -> None:
+        """Abort every transaction of this sink still open, except those in ``keep``, so that no
+        reader stays stalled behind a transaction nobody will ever end."""
+
+    # -- the lifecycle, driven by the coordinator -----------------------------------------------
+
+    def invoke(self, value: Any) -> None:
+        """Write one value into the current transaction."""
+        if self._current is None:
+            self._current = self.begin_transaction(self._current_checkpoint_id)
+        self.write(self._current, value)
+
+    def snapshot_state(self, checkpoint_id: int) -> JsonValue:
+        if self._current is None:
+            self._current = self.begin_transaction(checkpoint_id)
+        failpoints.hit(failpoints.BEFORE_PRE_COMMIT, sink=self.name, checkpoint_id=checkpoint_id)
+        committable = self.pre_commit(self._current)
+        failpoints.hit(failpoints.AFTER_PRE_COMMIT, sink=self.name, checkpoint_id=checkpoint_id)
+        self._pending.setdefault(checkpoint_id, []).append(committable)
+        self._current = None
+        self._current_checkpoint_id = checkpoint_id + 1
+        return [
+            {"checkpoint_id": cid, "committables": [self.serialize_committable(c) for c in cs]}
+            for cid, cs in sorted(self._pending.items())
+        ]
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        due = sorted(cid for cid in self._pending if cid <= checkpoint_id)
+        if not due:
+            return
+        failpoints.hit(failpoints.BEFORE_COMMIT, sink=self.name, checkpoint_id=checkpoint_id)
+        total = sum(len(self._pending[cid]) for cid in due)
+        done = 0
+        for cid in due:
+            committables = self._pending[cid]
+            while committables:
+                self.commit(committables[0], cid)
+                # Drop it only once committed: a failed commit stays pending for the next notify
+                # or for recovery.
+                committables.pop(0)
+                done += 1
+                if done < total:
+                    failpoints.hit(failpoints.MID_COMMIT, sink=self.name, checkpoint_id=cid)
+            del self._pending[cid]
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        for committable in self._pending.pop(checkpoint_id, []):
+            self.abort(committable, checkpoint_id)
+
+    def restore(self, restored: RestoredState) -> None:
+        self._pending.clear()
+        self._current = None
+        keep: list[Committable] = []
+        for entry in restored.state or []:
+            cid = int(entry["checkpoint_id"])
+            for data in entry["committables"]:
+                committable = self.deserialize_committable(data)
+                keep.append(committable)
+                if not restored.committed:
+                    log.info("sink %s: re-committing a transaction of checkpoint %d on restore "
+                             "(restored checkpoint %s)", self.name, cid, restored.checkpoint_id)
+                    self.recover_and_commit(committable, cid)
+        self.recover_and_abort(keep, restored.checkpoint_id)
+        self._current_checkpoint_id = (restored.checkpoint_id or 0) + 1
+
+    def pending_checkpoint_ids(self) -> list[int]:
+        return sorted(self._pending)
