@@ -1,0 +1,217 @@
+"""Ends pre-committed Kafka transactions from any process, and aborts lingering ones.
+
+Commit and abort go through EndTxn (``TransactionControl``), not through the producer that opened
+the transaction: that producer lives in a Spark task or a process that may be long gone. Retriable
+errors are retried with tenacity, bounded by ``commit_retry_timeout_s`` and by the transaction's
+own timeout (after which the broker has aborted it anyway). A transaction that can no longer be
+committed raises :class:`TransactionLostError`; it is never passed over.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Callable, Iterable, Sequence, TypeVar
+
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_delay,
+    wait_exponential,
+    wait_random,
+)
+
+from connectors.kafka.clients import KafkaClients, TransactionControl
+from connectors.kafka.committable import KafkaCommittable, transactional_id_pattern
+from connectors.kafka.config import KafkaSinkConfig
+from connectors.kafka.errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    ProducerFencedError,
+    RetriableKafkaError,
+    TransactionalIdNotFoundError,
+    TransactionLostError,
+)
+from twophase import failpoints
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Jittered, so parallel commits that failed together do not retry in lockstep.
+_BACKOFF = wait_exponential(multiplier=0.05, max=2.0) + wait_random(0, 0.05)
+
+_LOST = (ProducerFencedError, InvalidProducerEpochError, InvalidTxnStateError, TransactionalIdNotFoundError)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class KafkaTransactionCommitter:
+    def __init__(self, clients: KafkaClients, config: KafkaSinkConfig) -> None:
+        self.clients = clients
+        self.config = config
+        self._local = threading.local()
+        self._controls: list[TransactionControl] = []
+        self._controls_lock = threading.Lock()
+
+    def _control(self) -> TransactionControl:
+        # One control-plane client per thread: parallel commits must not share a connection.
+        control = getattr(self._local, "control", None)
+        if control is None:
+            control = self.clients.txn_control()
+            self._local.control = control
+            with self._controls_lock:
+                self._controls.append(control)
+        return control
+
+    def close(self) -> None:
+        with self._controls_lock:
+            for control in self._controls:
+                control.close()
+            self._controls.clear()
+        self._local = threading.local()
+
+    # -- one transaction -------------------------------------------------------------------------
+
+    def commit(self, committable: KafkaCommittable, checkpoint_id: int) -> None:
+        """Commit one transaction; safe to repeat."""
+        if committable.transactional_id is None:
+            return
+        age_ms = _now_ms() - committable.begin_timestamp_ms
+        if age_ms > committable.transaction_timeout_ms / 2:
+            log.warning("checkpoint %d: transaction %s waited %d ms for its commit, more than half "
+                        "of its transaction.timeout.ms=%d", checkpoint_id, committable.transactional_id,
+                        age_ms, committable.transaction_timeout_ms)
+        try:
+            self._end(committable, checkpoint_id, commit=True)
+        except _LOST as exc:
+            raise self._lost(committable, checkpoint_id, exc) from exc
+        except RetriableKafkaError as exc:
+            if _now_ms() >= committable.expires_at_ms:
+                raise self._lost(committable, checkpoint_id, exc) from exc
+            raise
+        log.debug("checkpoint %d: committed %s (%d records)", checkpoint_id,
+                  committable.transactional_id, committable.record_count)
+
+    def abort(self, committable: KafkaCommittable, checkpoint_id: int) -> None:
+        """Abort one transaction. Already aborted (or fenced, which aborted it) is fine."""
+        if committable.transactional_id is None:
+            return
+        try:
+            self._end(committable, checkpoint_id, commit=False)
+        except (ProducerFencedError, InvalidProducerEpochError, TransactionalIdNotFoundError) as exc:
+            log.info("checkpoint %d: transaction %s was already ended by the broker (%r)",
+                     checkpoint_id, committable.transactional_id, exc)
+        log.debug("checkpoint %d: aborted %s", checkpoint_id, committable.transactional_id)
+
+    def _end(self, committable: KafkaCommittable, checkpoint_id: int, commit: bool) -> None:
+        assert committable.transactional_id is not None
+        # Retrying after the broker's own timeout is pointless: it has aborted the transaction.
+        remaining_s = max(0.0, (committable.expires_at_ms - _now_ms()) / 1000) if commit else None
+        budget = self.config.commit_retry_timeout_s if remaining_s is None else min(
+            self.config.commit_retry_timeout_s, remaining_s)
+        retrying = Retrying(
+            retry=retry_if_exception_type(RetriableKafkaError),
+            stop=stop_after_delay(budget),
+            wait=_BACKOFF,
+            reraise=True,
+            before_sleep=lambda state: log.warning(
+                "checkpoint %d: %s of %s failed (attempt %d): %r; retrying", checkpoint_id,
+                "commit" if commit else "abort", committable.transactional_id, state.attempt_number,
+                state.outcome.exception() if state.outcome else None),
+        )
+        for attempt in retrying:
+            with attempt:
+                self._control().end_transaction(committable.transactional_id, committable.identity, commit)
+
+    @staticmethod
+    def _lost(committable: KafkaCommittable, checkpoint_id: int, cause: Exception) -> TransactionLostError:
+        expired = _now_ms() >= committable.expires_at_ms
+        reason = ("it outlived transaction.timeout.ms="
+                  f"{committable.transaction_timeout_ms} and the broker aborted it" if expired else
+                  "the broker fenced it: its transaction.timeout.ms passed on the broker's clock, or "
+                  "another producer re-initialised its transactional id; either way it was aborted"
+                  if isinstance(cause, (ProducerFencedError, InvalidProducerEpochError)) else
+                  f"the broker refused the commit ({cause!r})")
+        message = (f"checkpoint {checkpoint_id}: transaction {committable.transactional_id} with "
+                   f"{committable.record_count} records cannot be committed: {reason}. Those records "
+                   "will never be visible; replay the input from before this checkpoint to recover them.")
+        log.error(message)
+        return TransactionLostError(message, checkpoint_id=checkpoint_id,
+                                    transactional_id=committable.transactional_id or "",
+                                    record_count=committable.record_count)
+
+    # -- many transactions -----------------------------------------------------------------------
+
+    def commit_all(self, committables: Sequence[KafkaCommittable], checkpoint_id: int) -> None:
+        """Commit every transaction of a checkpoint, ``commit_parallelism`` at a time.
+
+        All are attempted even when one fails, so one lost transaction does not leave others open
+        (stalling readers); then the first error is raised."""
+        transactional = [c for c in committables if c.transactional_id is not None]
+        if not transactional:
+            return
+        failpoints.hit(failpoints.BEFORE_COMMIT, checkpoint_id=checkpoint_id)
+        errors: list[BaseException] = []
+        workers = min(self.config.commit_parallelism, len(transactional))
+        if workers == 1:
+            for index, committable in enumerate(transactional):
+                try:
+                    self.commit(committable, checkpoint_id)
+                except Exception as exc:
+                    errors.append(exc)
+                if index + 1 < len(transactional):
+                    failpoints.hit(failpoints.MID_COMMIT, checkpoint_id=checkpoint_id)
+        else:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kafka-eos-commit") as pool:
+                futures = [pool.submit(self.commit, c, checkpoint_id) for c in transactional]
+                for done, future in enumerate(as_completed(futures), start=1):
+                    exc = future.exception()
+                    if exc is not None:
+                        errors.append(exc)
+                    if done < len(futures):
+                        failpoints.hit(failpoints.MID_COMMIT, checkpoint_id=checkpoint_id)
+        if errors:
+            lost = [e for e in errors if isinstance(e, TransactionLostError)]
+            raise (lost or errors)[0]
+
+    def abort_all(self, committables: Iterable[KafkaCommittable], checkpoint_id: int) -> None:
+        for committable in committables:
+            self.abort(committable, checkpoint_id)
+
+    def abort_lingering(self, prefix: str, keep: Iterable[str] = (), writer: int | None = None) -> list[str]:
+        """Abort every open transaction of this prefix (and ``writer``, if given) not in ``keep``;
+        returns their ids.
+
+        An open transaction holds back the last stable offset of every partition it wrote to, so
+        read_committed consumers stall behind it until it ends or times out."""
+        pattern = transactional_id_pattern(prefix)
+        kept = set(keep)
+        aborted = []
+        open_txns = self._retrying_call(lambda: self._control().list_open_transactions(f"{prefix}-"))
+        for txn in open_txns:
+            match = pattern.match(txn.transactional_id)
+            if match is None or txn.transactional_id in kept:
+                continue
+            if writer is not None and int(match.group(1)) != writer:
+                continue
+            log.info("aborting lingering transaction %s (pid %d, epoch %d, open since %d)",
+                     txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.start_time_ms)
+            committable = KafkaCommittable(
+                transactional_id=txn.transactional_id, producer_id=txn.producer_id,
+                producer_epoch=txn.producer_epoch, partitions=tuple(sorted(txn.partitions)),
+                record_count=0, checkpoint_id=-1, begin_timestamp_ms=txn.start_time_ms,
+                transaction_timeout_ms=txn.timeout_ms)
+            self.abort(committable, -1)
+            aborted.append(txn.transactional_id)
+        return aborted
+
+    def _retrying_call(self, call: Callable[[], T]) -> T:
+        retrying = Retrying(retry=retry_if_exception_type(RetriableKafkaError),
+                            stop=stop_after_delay(self.config.commit_retry_timeout_s),
+                            wait=_BACKOFF, reraise=True)
+        return retrying(call)

@@ -1,0 +1,312 @@
+"""Resettable Kafka source: offsets are its checkpointed state, rewound exactly on restore.
+
+Offsets are ``{topic: {partition: next_offset}}`` (partition keys are strings in JSON, as in
+Spark's Kafka offset log). ``KafkaOffsetPlanner`` decides which partitions to read and up to where;
+``KafkaSource`` is the in-process participant that reads those ranges. The Spark adapter plans with
+the same planner and keeps the offsets in Spark's own offset log instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from connectors.kafka.clients import (
+    ClusterAdmin,
+    ConsumedRecord,
+    KafkaClients,
+    RecordReader,
+    TopicPartition,
+    clients_for,
+)
+from connectors.kafka.errors import UnknownTopicError
+from twophase.participants import ResettableSource
+
+log = logging.getLogger(__name__)
+
+Offsets = dict[str, dict[str, int]]
+
+# Spark's special values in per-partition JSON offsets.
+EARLIEST = -2
+LATEST = -1
+
+
+class DataLossError(RuntimeError):
+    """Offsets a checkpoint asks for are gone (retention or compaction) and failOnDataLoss is on."""
+
+
+def to_offsets(positions: Mapping[TopicPartition, int]) -> Offsets:
+    result: Offsets = {}
+    for tp in sorted(positions):
+        result.setdefault(tp.topic, {})[str(tp.partition)] = int(positions[tp])
+    return result
+
+
+def from_offsets(offsets: Mapping[str, Mapping[str, int]] | None) -> dict[TopicPartition, int]:
+    if not offsets:
+        return {}
+    return {TopicPartition(topic, int(p)): int(o) for topic, parts in offsets.items() for p, o in parts.items()}
+
+
+def parse_offsets_json(value: str, option: str) -> dict[TopicPartition, int]:
+    """Parse Spark-style ``{"topic":{"0":23,"1":-2}}``; the error names the option."""
+    try:
+        parsed = json.loads(value)
+        if not isinstance(parsed, dict) or not all(isinstance(v, dict) for v in parsed.values()):
+            raise ValueError("expected an object of objects")
+        return {TopicPartition(t, int(p)): int(o) for t, parts in parsed.items() for p, o in parts.items()}
+    except (ValueError, TypeError) as exc:
+        raise ValueError(
+            f"{option} must be 'earliest', 'latest' or JSON like "
+            f'{{"topicA":{{"0":23,"1":-2}}}} (-2 = earliest, -1 = latest); got {value!r}: {exc}'
+        ) from exc
+
+
+@dataclass(frozen=True)
+class KafkaSourceConfig:
+    bootstrap_servers: str
+    #: Exactly one of subscribe, subscribe_pattern, assign.
+    subscribe: Sequence[str] = ()
+    subscribe_pattern: str | None = None
+    assign: Mapping[str, Sequence[int]] | None = None
+    #: "earliest", "latest", or explicit per-partition offsets (EARLIEST / LATEST allowed as values).
+    starting_offsets: str | Mapping[TopicPartition, int] = "latest"
+    #: Per-partition start timestamps (ms); overrides starting_offsets for those partitions.
+    starting_timestamps: Mapping[TopicPartition, int] | None = None
+    #: For bounded reads: "latest" or explicit per-partition offsets. None: unbounded.
+    ending_offsets: str | Mapping[TopicPartition, int] | None = None
+    fail_on_data_loss: bool = True
+    read_committed: bool = True
+    #: Consumer group to which completed checkpoints' offsets are committed, for lag monitoring only.
+    commit_offsets_to_group: str | None = None
+    client_config: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        chosen = [name for name, value in (("subscribe", self.subscribe),
+                                           ("subscribePattern", self.subscribe_pattern),
+                                           ("assign", self.assign)) if value]
+        if len(chosen) != 1:
+            raise ValueError(
+                "exactly one of subscribe, subscribePattern, assign must be given; "
+                f"got {chosen or 'none'}"
+            )
+        if self.subscribe_pattern:
+            try:
+                re.compile(self.subscribe_pattern)
+            except re.error as exc:
+                raise ValueError(f"subscribePattern {self.subscribe_pattern!r} is not a valid regex: {exc}") from exc
+        for option, value in (("startingOffsets", self.starting_offsets), ("endingOffsets", self.ending_offsets)):
+            if isinstance(value, str) and value not in ("earliest", "latest"):
+                raise ValueError(f"{option} must be 'earliest', 'latest' or per-partition JSON, got {value!r}")
+        if self.ending_offsets == "earliest":
+            raise ValueError("endingOffsets must be 'latest' or per-partition JSON, not 'earliest'")
+
+
+class KafkaOffsetPlanner:
+    """Works out partitions, starting offsets, and the end of the next range to read."""
+
+    def __init__(self, config: KafkaSourceConfig, admin: ClusterAdmin) -> None:
+        self.config = config
+        self.admin = admin
+
+    def partitions(self) -> list[TopicPartition]:
+        if self.config.assign:
+            return sorted(TopicPartition(t, int(p)) for t, ps in self.config.assign.items() for p in ps)
+        if self.config.subscribe_pattern:
+            pattern = re.compile(self.config.subscribe_pattern)
+            topics = [t for t in self.admin.list_topics() if pattern.fullmatch(t) and not t.startswith("__")]
+        else:
+            topics = list(self.config.subscribe)
+        result = []
+        for topic in topics:
+            try:
+                result.extend(TopicPartition(topic, p) for p in self.admin.partitions(topic))
+            except UnknownTopicError:
+                if not self.config.subscribe_pattern:
+                    raise
+        return sorted(result)
+
+    def initial_offsets(self) -> dict[TopicPartition, int]:
+        """Where a query without a checkpoint starts."""
+        partitions = self.partitions()
+        if not partitions:
+            return {}
+        start = self.config.starting_offsets
+        if isinstance(start, str):
+            offsets = self.admin.list_offsets(partitions, start, self.config.read_committed)
+        else:
+            offsets = self._resolve_special(partitions, start, "startingOffsets")
+        for tp, ts in (self.config.starting_timestamps or {}).items():
+            offsets[tp] = self.admin.list_offsets([tp], int(ts), self.config.read_committed)[tp]
+        return offsets
+
+    def _resolve_special(self, partitions: Sequence[TopicPartition], explicit: Mapping[TopicPartition, int],
+                         option: str) -> dict[TopicPartition, int]:
+        missing = [str(tp) for tp in partitions if tp not in explicit]
+        if missing:
+            raise ValueError(f"{option} does not specify offsets for partitions {missing}")
+        earliest = self.admin.list_offsets(partitions, "earliest", self.config.read_committed)
+        latest = self.admin.list_offsets(partitions, "latest", self.config.read_committed)
+        resolved = {}
+        for tp in partitions:
+            offset = explicit[tp]
+            resolved[tp] = earliest[tp] if offset == EARLIEST else latest[tp] if offset == LATEST else offset
+        return resolved
+
+    def ending_offsets(self) -> dict[TopicPartition, int] | None:
+        end = self.config.ending_offsets
+        if end is None:
+            return None
+        partitions = self.partitions()
+        if end == "latest":
+            return self.admin.list_offsets(partitions, "latest", self.config.read_committed)
+        assert not isinstance(end, str)
+        return self._resolve_special(partitions, end, "endingOffsets")
+
+    def latest_offsets(self) -> dict[TopicPartition, int]:
+        """The readable end of every partition: the LSO under read_committed (nothing after an
+        open transaction is decided yet), else the high watermark."""
+        partitions = self.partitions()
+        return self.admin.list_offsets(partitions, "latest", self.config.read_committed) if partitions else {}
+
+    def with_new_partitions(self, positions: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """``positions`` plus every partition that appeared since, from its earliest offset."""
+        partitions = self.partitions()
+        new = [tp for tp in partitions if tp not in positions]
+        result = dict(positions)
+        if new:
+            earliest = self.admin.list_offsets(new, "earliest", self.config.read_committed)
+            for tp in new:
+                log.info("new partition %s picked up from its earliest offset %d", tp, earliest[tp])
+                result[tp] = earliest[tp]
+        return result
+
+    def check_available(self, start: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Starting offsets that still exist. Offsets deleted by retention fail with a message
+        naming topic, partition and offsets, or (failOnDataLoss=false) are skipped with a warning."""
+        if not start:
+            return {}
+        earliest = self.admin.list_offsets(list(start), "earliest", self.config.read_committed)
+        checked = dict(start)
+        for tp, offset in start.items():
+            if offset < earliest[tp]:
+                message = (f"offsets of {tp.topic} partition {tp.partition} from {offset} are no longer "
+                           f"available: the earliest offset is {earliest[tp]} (retention or compaction "
+                           f"removed {earliest[tp] - offset} offsets)")
+                if self.config.fail_on_data_loss:
+                    raise DataLossError(message + "; set failOnDataLoss=false to skip them")
+                log.warning("%s; skipping them because failOnDataLoss=false", message)
+                checked[tp] = earliest[tp]
+        return checked
+
+
+def plan_ranges(
+    start: Mapping[TopicPartition, int],
+    end: Mapping[TopicPartition, int],
+    max_records: int | None,
+) -> dict[TopicPartition, tuple[int, int]]:
+    """Ranges [start, end) to read, splitting ``max_records`` across partitions in proportion to
+    their backlog (like Spark's maxOffsetsPerTrigger) while always making progress."""
+    backlog = {tp: max(0, end.get(tp, s) - s) for tp, s in start.items()}
+    total = sum(backlog.values())
+    ranges: dict[TopicPartition, tuple[int, int]] = {}
+    for tp, s in start.items():
+        size = backlog[tp]
+        if size == 0:
+            continue
+        if max_records is not None and total > max_records:
+            size = max(1, size * max_records // total)
+        ranges[tp] = (s, s + size)
+    return ranges
+
+
+class KafkaSource(ResettableSource[Offsets]):
+    """The in-process participant: reads committed records from the checkpointed positions."""
+
+    def __init__(self, config: KafkaSourceConfig, name: str = "kafka-source",
+                 clients: KafkaClients | None = None) -> None:
+        self.name = name
+        self.config = config
+        self.clients = clients or clients_for(config.bootstrap_servers, config.client_config)
+        self.admin = self.clients.admin()
+        self.planner = KafkaOffsetPlanner(config, self.admin)
+        self._reader: RecordReader | None = None
+        self._positions: dict[TopicPartition, int] = {}
+        self._end: dict[TopicPartition, int] | None = None
+        self._checkpointed: dict[int, Offsets] = {}
+
+    @property
+    def reader(self) -> RecordReader:
+        if self._reader is None:
+            self._reader = self.clients.reader(read_committed=self.config.read_committed,
+                                               config=self.config.client_config)
+        return self._reader
+
+    def positions(self) -> dict[TopicPartition, int]:
+        return dict(self._positions)
+
+    def restore_state(self, offsets: Offsets | None) -> None:
+        if offsets is None:
+            self._positions = self.planner.initial_offsets()
+            log.info("source %s starts fresh at %s", self.name, to_offsets(self._positions))
+        else:
+            self._positions = from_offsets(offsets)
+            log.info("source %s rewound to %s", self.name, offsets)
+        self._end = self.planner.ending_offsets()
+        self._checkpointed.clear()
+
+    def snapshot_state(self, checkpoint_id: int) -> Offsets:
+        offsets = to_offsets(self._positions)
+        self._checkpointed[checkpoint_id] = offsets
+        return offsets
+
+    def poll(self, max_records: int) -> Sequence[ConsumedRecord]:
+        """Up to ``max_records`` committed records; empty only once caught up with the LSO (or
+        the ending offsets). A range holding only aborted records and markers yields nothing, so
+        reading goes on past it rather than looking caught up."""
+        self._positions = self.planner.with_new_partitions(self._positions)
+        self._positions = self.planner.check_available(self._positions)
+        latest = self.planner.latest_offsets()
+        if self._end is not None:
+            latest = {tp: min(o, self._end.get(tp, o)) for tp, o in latest.items()}
+        while True:
+            ranges = plan_ranges(self._positions, latest, max_records)
+            if not ranges:
+                return []
+            records = list(self.reader.read(ranges))
+            # The range end, not the last record + 1: markers and aborted records at the end of a
+            # range take offsets too, and they must not be read again.
+            for tp, (_, end) in ranges.items():
+                self._positions[tp] = end
+            if records:
+                return records
+
+    def end_reached(self) -> bool:
+        if self._end is None:
+            return False
+        return all(self._positions.get(tp, 0) >= end for tp, end in self._end.items())
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        offsets = self._checkpointed.pop(checkpoint_id, None)
+        for older in [cid for cid in self._checkpointed if cid < checkpoint_id]:
+            del self._checkpointed[older]
+        group = self.config.commit_offsets_to_group
+        if group and offsets:
+            # For lag dashboards only: correctness rests on the checkpointed offsets, never on these.
+            try:
+                self.admin.commit_group_offsets(group, from_offsets(offsets))
+            except Exception as exc:
+                log.warning("checkpoint %d: committing offsets to group %s for lag monitoring "
+                            "failed: %r", checkpoint_id, group, exc)
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        self._checkpointed.pop(checkpoint_id, None)
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        self.admin.close()

@@ -1,0 +1,162 @@
+"""One writer's records of one checkpoint: a Kafka transaction, or plain produce for the weaker
+guarantees. Runs wherever records are produced (the in-process sink, a Spark task)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from connectors.kafka.clients import KafkaClients, ProducerClient, TopicPartition
+from connectors.kafka.committable import KafkaCommittable, transactional_id
+from connectors.kafka.config import DeliveryGuarantee, KafkaSinkConfig
+from connectors.kafka.errors import KafkaConnectorError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ProducerRecord:
+    value: bytes | str | None
+    key: bytes | str | None = None
+    topic: str | None = None
+    partition: int | None = None
+    headers: Sequence[tuple[str, bytes | str | None]] | Mapping[str, bytes | str | None] | None = None
+    timestamp_ms: int | None = None
+
+
+def _as_bytes(field_name: str, value: Any) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"record {field_name} must be bytes, str or None, got {type(value).__name__}")
+
+
+def _headers(value: Any) -> list[tuple[str, bytes | None]] | None:
+    if value is None:
+        return None
+    items: Iterable[Any] = value.items() if isinstance(value, Mapping) else value
+    result = []
+    for item in items:
+        if isinstance(item, Mapping):  # Spark's headers column: array<struct<key, value>>
+            item = (item.get("key"), item.get("value"))
+        try:
+            key, header_value = item
+        except (TypeError, ValueError):
+            raise TypeError(f"record headers must be (str, bytes) pairs, got {item!r}") from None
+        if not isinstance(key, str):
+            raise TypeError(f"record header key must be str, got {type(key).__name__}")
+        result.append((key, _as_bytes(f"header {key!r} value", header_value)))
+    return result
+
+
+def coerce_record(record: ProducerRecord | Mapping[str, Any], default_topic: str | None) -> dict[str, Any]:
+    """Validate one record into produce() arguments; raise TypeError/ValueError before producing."""
+    fields = record if isinstance(record, Mapping) else record.__dict__
+    unknown = set(fields) - {"value", "key", "topic", "partition", "headers", "timestamp_ms"}
+    if unknown:
+        raise TypeError(f"unknown record fields {sorted(unknown)}; valid: value, key, topic, "
+                        "partition, headers, timestamp_ms")
+    topic = fields.get("topic") or default_topic
+    if not topic:
+        raise ValueError("record has no topic and the sink has no default topic (option 'topic')")
+    if not isinstance(topic, str):
+        raise TypeError(f"record topic must be str, got {type(topic).__name__}")
+    partition = fields.get("partition")
+    if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int) or partition < 0):
+        raise TypeError(f"record partition must be an int >= 0 or None, got {partition!r}")
+    timestamp = fields.get("timestamp_ms")
+    if timestamp is not None and (isinstance(timestamp, bool) or not isinstance(timestamp, int)):
+        raise TypeError(f"record timestamp_ms must be an int or None, got {timestamp!r}")
+    return {
+        "topic": topic,
+        "value": _as_bytes("value", fields.get("value")),
+        "key": _as_bytes("key", fields.get("key")),
+        "partition": partition,
+        "headers": _headers(fields.get("headers")),
+        "timestamp_ms": timestamp,
+    }
+
+
+class KafkaTransactionWriter:
+    """Writes one checkpoint's records of one writer.
+
+    exactly_once: a fresh transactional producer named ``{prefix}-{writer}-{checkpoint}``;
+    ``init_transactions`` fences any zombie of the same writer and checkpoint and aborts its
+    transaction. at_least_once / none: a plain producer, reusable across checkpoints.
+    """
+
+    def __init__(
+        self,
+        clients: KafkaClients,
+        config: KafkaSinkConfig,
+        writer: int,
+        checkpoint_id: int,
+        producer: ProducerClient | None = None,
+    ) -> None:
+        self.config = config
+        self.writer = writer
+        self.checkpoint_id = checkpoint_id
+        self.record_count = 0
+        self.partitions: set[TopicPartition] = set()
+        self.begin_timestamp_ms = int(time.time() * 1000)
+        if config.exactly_once:
+            if not config.transactional_id_prefix:
+                raise ValueError("exactly_once needs a transactional id prefix")
+            self.transactional_id: str | None = transactional_id(
+                config.transactional_id_prefix, writer, checkpoint_id)
+            producer_config = dict(config.client_config)
+            producer_config["transaction.timeout.ms"] = str(config.transaction_timeout_ms)
+            self.producer = clients.producer(self.transactional_id, producer_config)
+            self.identity = self.producer.init_transactions(timeout_s=config.flush_timeout_s)
+            self.producer.begin_transaction()
+            log.debug("transaction %s begun (pid %d, epoch %d) for checkpoint %d",
+                      self.transactional_id, self.identity.producer_id, self.identity.producer_epoch,
+                      checkpoint_id)
+        else:
+            self.transactional_id = None
+            self.identity = None
+            self.producer = producer or clients.producer(None, dict(config.client_config))
+
+    def write(self, record: ProducerRecord | Mapping[str, Any]) -> None:
+        args = coerce_record(record, self.config.topic)
+        self.producer.produce(**args)
+        self.record_count += 1
+        if args["partition"] is not None:
+            self.partitions.add(TopicPartition(args["topic"], args["partition"]))
+
+    def pre_commit(self) -> KafkaCommittable:
+        """Flush, so every record is on the broker (invisible under read_committed until commit)."""
+        if self.config.delivery_guarantee is not DeliveryGuarantee.NONE:
+            self.producer.flush(self.config.flush_timeout_s)
+        committable = KafkaCommittable(
+            transactional_id=self.transactional_id,
+            producer_id=self.identity.producer_id if self.identity else -1,
+            producer_epoch=self.identity.producer_epoch if self.identity else -1,
+            partitions=tuple(sorted(self.partitions)),
+            record_count=self.record_count,
+            checkpoint_id=self.checkpoint_id,
+            begin_timestamp_ms=self.begin_timestamp_ms,
+            transaction_timeout_ms=self.config.transaction_timeout_ms,
+        )
+        if self.transactional_id is not None:
+            # Drop the client without ending the transaction: the coordinator's commit ends it via
+            # EndTxn, from whichever process that happens in.
+            self.producer.close()
+        return committable
+
+    def abort(self) -> None:
+        """Abort a transaction that was not pre-committed (a failed write)."""
+        if self.transactional_id is None:
+            return
+        try:
+            self.producer.abort_transaction(self.config.flush_timeout_s)
+        except KafkaConnectorError as exc:
+            # Whoever restarts the job aborts it as a lingering transaction.
+            log.warning("aborting transaction %s failed: %r", self.transactional_id, exc)
+        finally:
+            self.producer.close()

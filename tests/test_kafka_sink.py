@@ -1,0 +1,247 @@
+import logging
+
+import pytest
+
+from connectors.kafka.committable import KafkaCommittable
+from connectors.kafka.config import DeliveryGuarantee, KafkaSinkConfig
+from connectors.kafka.errors import RecordTooLargeError, RetriableKafkaError, TransactionLostError
+from connectors.kafka.fake_cluster import FakeKafkaClients
+from connectors.kafka.sink import KafkaSink
+from connectors.kafka.writer import ProducerRecord
+from kafka_fixtures import read_all
+from twophase.participants import RestoredState
+
+
+@pytest.fixture
+def fake(tmp_path):
+    clients = FakeKafkaClients(tmp_path / "kafka.db")
+    clients.admin().create_topic("out", 2)
+    return clients
+
+
+def make_sink(fake, prefix="job-a", writer=0, fresh_start=True, **overrides):
+    options = dict(bootstrap_servers=fake.bootstrap_servers, topic="out", transactional_id_prefix=prefix,
+                   commit_retry_timeout_s=5.0)
+    options.update(overrides)
+    sink = KafkaSink(KafkaSinkConfig(**options), name=f"sink-{writer}", writer=writer, clients=fake)
+    if fresh_start:
+        sink.restore(RestoredState(None, None, False))
+    return sink
+
+
+def visible(fake, topic="out"):
+    return sorted(r.value for r in read_all(fake, topic))
+
+
+def test_records_are_invisible_until_the_checkpoint_completes(fake):
+    sink = make_sink(fake)
+    for i in range(10):
+        sink.invoke(ProducerRecord(value=f"v{i}", key=f"k{i}"))
+    state = sink.snapshot_state(1)
+    assert visible(fake) == []
+    assert len(read_all(fake, "out", read_committed=False)) == 10
+    committable = KafkaCommittable.from_json(state[0]["committables"][0])
+    assert committable.transactional_id == "job-a-0-1" and committable.record_count == 10
+    sink.notify_checkpoint_complete(1)
+    assert visible(fake) == sorted(f"v{i}".encode() for i in range(10))
+
+
+def test_commit_is_idempotent(fake):
+    sink = make_sink(fake)
+    sink.invoke({"value": b"x"})
+    state = sink.snapshot_state(1)
+    committable = KafkaCommittable.from_json(state[0]["committables"][0])
+    sink.commit(committable, 1)
+    sink.commit(committable, 1)
+    assert visible(fake) == [b"x"]
+
+
+def test_aborted_checkpoint_is_never_visible(fake):
+    sink = make_sink(fake)
+    sink.invoke({"value": b"gone"})
+    sink.snapshot_state(1)
+    sink.notify_checkpoint_aborted(1)
+    sink.invoke({"value": b"kept"})
+    sink.snapshot_state(2)
+    sink.notify_checkpoint_complete(2)
+    assert visible(fake) == [b"kept"]
+
+
+def test_retriable_commit_errors_are_retried(fake):
+    sink = make_sink(fake)
+    sink.invoke({"value": b"x"})
+    sink.snapshot_state(1)
+    fake.inject_errors("end_transaction", "COORDINATOR_LOAD_IN_PROGRESS", 2)
+    fake.inject_errors("end_transaction", "CONCURRENT_TRANSACTIONS", 1)
+    sink.notify_checkpoint_complete(1)
+    assert visible(fake) == [b"x"]
+
+
+def test_broker_down_past_the_retry_budget_keeps_the_transaction_pending(fake):
+    sink = make_sink(fake, commit_retry_timeout_s=0.3)
+    sink.invoke({"value": b"x"})
+    state = sink.snapshot_state(1)
+    fake.set_available(False)
+    with pytest.raises(RetriableKafkaError):
+        sink.notify_checkpoint_complete(1)
+    assert sink.pending_checkpoint_ids() == [1]
+    fake.set_available(True)
+    recovered = make_sink(fake, fresh_start=False)
+    recovered.restore(RestoredState(1, state, committed=False))
+    assert visible(fake) == [b"x"]
+
+
+def test_reinitialised_id_surfaces_transaction_lost_error(fake):
+    sink = make_sink(fake)
+    for _ in range(3):
+        sink.invoke({"value": b"x"})
+    state = sink.snapshot_state(7)
+    tid = state[0]["committables"][0]["transactional_id"]
+    zombie_hunter = fake.producer(tid, {})
+    zombie_hunter.init_transactions(10)
+    with pytest.raises(TransactionLostError) as error:
+        sink.notify_checkpoint_complete(7)
+    assert error.value.checkpoint_id == 7
+    assert error.value.transactional_id == tid
+    assert error.value.record_count == 3
+    assert tid in str(error.value) and "3 records" in str(error.value)
+    assert visible(fake) == []
+
+
+def test_transaction_timeout_surfaces_transaction_lost_error(fake):
+    sink = make_sink(fake, transaction_timeout_ms=120_000, checkpoint_timeout_ms=60_000, restart_budget_ms=0)
+    sink.invoke({"value": b"x"})
+    sink.snapshot_state(1)
+    fake.advance_time(121_000)
+    with pytest.raises(TransactionLostError, match="cannot be committed"):
+        sink.notify_checkpoint_complete(1)
+
+
+def test_slow_commit_logs_a_warning(fake, caplog):
+    sink = make_sink(fake, transaction_timeout_ms=60_000, checkpoint_timeout_ms=1, restart_budget_ms=0)
+    sink.invoke({"value": b"x"})
+    state = sink.snapshot_state(1)
+    committable = KafkaCommittable.from_json(state[0]["committables"][0])
+    from dataclasses import replace
+    old = replace(committable, begin_timestamp_ms=committable.begin_timestamp_ms - 40_000)
+    with caplog.at_level(logging.WARNING):
+        sink.commit(old, 1)
+    assert "more than half" in caplog.text and "job-a-0-1" in caplog.text
+
+
+def test_lingering_transactions_are_aborted_on_restore_and_unblock_readers(fake):
+    crashed = make_sink(fake)
+    crashed.invoke({"value": b"half-written", "partition": 0})
+    crashed.snapshot_state(3)  # pre-committed, then the job died before checkpoint 3 completed
+    crashed.invoke({"value": b"open", "partition": 0})  # writing for checkpoint 4
+    assert fake.txn_control().list_open_transactions("job-a-")
+    restarted = make_sink(fake)  # restore of a fresh start: nothing stored for this sink
+    assert fake.txn_control().list_open_transactions("job-a-") == []
+    restarted.invoke({"value": b"new", "partition": 0})
+    restarted.snapshot_state(1)
+    restarted.notify_checkpoint_complete(1)
+    assert visible(fake) == [b"new"]
+
+
+def test_restore_recommits_kept_and_aborts_only_own_writer_and_prefix(fake):
+    other_job = make_sink(fake, prefix="job-a1")
+    other_job.invoke({"value": b"other-job"})
+    other_job.snapshot_state(1)
+    sibling = make_sink(fake, writer=1)
+    sibling.invoke({"value": b"sibling"})
+    sibling_state = sibling.snapshot_state(1)
+    mine = make_sink(fake)
+    mine.invoke({"value": b"mine"})
+    my_state = mine.snapshot_state(1)
+
+    make_sink(fake, fresh_start=False).restore(RestoredState(1, my_state, committed=False))
+    open_ids = {t.transactional_id for t in fake.txn_control().list_open_transactions("job-a")}
+    assert open_ids == {"job-a1-0-1", "job-a-1-1"}, "another job's or another writer's transaction was touched"
+    # The two open transactions hold the LSO back: "mine" is committed but not readable yet.
+    assert visible(fake) == []
+    make_sink(fake, writer=1, fresh_start=False).restore(RestoredState(1, sibling_state, committed=False))
+    other_job.notify_checkpoint_aborted(1)
+    assert visible(fake) == [b"mine", b"sibling"]
+
+
+def test_bad_record_types_raise_before_producing(fake):
+    sink = make_sink(fake)
+    with pytest.raises(TypeError, match="value must be bytes, str or None"):
+        sink.invoke({"value": 42})
+    with pytest.raises(TypeError, match="header key must be str"):
+        sink.invoke({"value": b"x", "headers": [(1, b"v")]})
+    with pytest.raises(TypeError, match="unknown record fields"):
+        sink.invoke({"value": b"x", "colour": "red"})
+    assert read_all(fake, "out", read_committed=False) == []
+    assert fake.txn_control().list_open_transactions("job-a-") == []
+
+
+def test_record_over_max_size_fails_and_nothing_becomes_visible(fake):
+    fake.configure(**{"message.max.bytes": 1000})
+    sink = make_sink(fake)
+    sink.invoke({"value": b"small"})
+    with pytest.raises(RecordTooLargeError):
+        sink.invoke({"value": b"x" * 2000})
+    assert fake.txn_control().list_open_transactions("job-a-") == []
+    assert visible(fake) == []
+
+
+def test_headers_keys_partitions_and_per_record_topics(fake):
+    fake.admin().create_topic("elsewhere", 1)
+    sink = make_sink(fake)
+    sink.invoke(ProducerRecord(value="v", key="k", partition=1, headers={"h": "1"}))
+    sink.invoke({"value": b"w", "topic": "elsewhere", "headers": [{"key": "a", "value": None}]})
+    sink.snapshot_state(1)
+    sink.notify_checkpoint_complete(1)
+    [record] = read_all(fake, "out")
+    assert (record.key, record.value, record.partition, record.headers) == (b"k", b"v", 1, (("h", b"1"),))
+    [other] = read_all(fake, "elsewhere")
+    assert other.headers == (("a", None),)
+
+
+def test_at_least_once_writes_without_transactions(fake):
+    sink = make_sink(fake, delivery_guarantee="at_least_once")
+    sink.invoke({"value": b"x"})
+    sink.snapshot_state(1)
+    assert visible(fake) == [b"x"]  # flushed at pre-commit, visible at once
+    sink.notify_checkpoint_complete(1)
+    assert fake.txn_control().list_open_transactions("") == []
+
+
+def test_guardrail_refuses_timeout_above_broker_max(fake):
+    fake.configure(**{"transaction.max.timeout.ms": 300_000})
+    with pytest.raises(ValueError, match=r"transaction.timeout.ms=900000 exceeds the broker's "
+                                         r"transaction.max.timeout.ms=300000"):
+        make_sink(fake)
+
+
+def test_guardrail_refuses_timeout_shorter_than_checkpoint_and_restart(fake):
+    with pytest.raises(ValueError, match="shorter than the checkpoint timeout"):
+        make_sink(fake, transaction_timeout_ms=60_000, checkpoint_timeout_ms=60_000, restart_budget_ms=30_000)
+
+
+def test_prefix_required_for_exactly_once(fake):
+    config = KafkaSinkConfig(bootstrap_servers=fake.bootstrap_servers, topic="out")
+    with pytest.raises(ValueError, match="transactional id prefix"):
+        KafkaSink(config, clients=fake)
+    derived = KafkaSink(config, clients=fake, job_id="/chk/job-1")
+    assert derived.transactional_id_prefix.startswith("kafka-eos-")
+    assert derived.transactional_id_prefix != KafkaSink(config, clients=fake, job_id="/chk/job-2").transactional_id_prefix
+
+
+@pytest.mark.parametrize("options, fragment", [
+    (dict(delivery_guarantee="twice"), "delivery guarantee must be one of exactly_once, at_least_once, none"),
+    (dict(transaction_timeout_ms=0), "transaction_timeout_ms must be an integer >= 1"),
+    (dict(commit_parallelism=0), "commit_parallelism"),
+    (dict(client_config={"transactional.id": "x"}), "transactional.id cannot be set"),
+    (dict(transactional_id_prefix="has space"), "prefix"),
+])
+def test_bad_sink_options(options, fragment):
+    base = dict(bootstrap_servers="localhost:9092", topic="out")
+    base.update(options)
+    with pytest.raises(ValueError, match=fragment):
+        KafkaSinkConfig(**base)
+
+
+def test_delivery_guarantee_parse():
+    assert DeliveryGuarantee.parse("EXACTLY_ONCE") is DeliveryGuarantee.EXACTLY_ONCE
