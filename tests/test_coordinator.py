@@ -183,6 +183,18 @@ def test_ids_increase_across_restart_and_external_ids_must_increase(tmp_path):
     restarted.acknowledge(5, "external", {})
     with pytest.raises(CheckpointTriggerError, match="not greater"):
         restarted.trigger_checkpoint(checkpoint_id=5)
+    assert restarted.trigger_checkpoint() == 6  # generated ids skip 4 for good
+
+
+def test_engine_numbered_epoch_may_repeat_an_id_that_never_completed(tmp_path):
+    participant = ExternalParticipant()
+    coordinator = coordinator_with(tmp_path, participant)
+    coordinator.acknowledge(coordinator.trigger_checkpoint(checkpoint_id=3), "external", {})
+    coordinator.trigger_checkpoint(checkpoint_id=4)  # the engine dies before batch 4 completes
+    replay = coordinator_with(tmp_path, ExternalParticipant())
+    replay.acknowledge(replay.trigger_checkpoint(checkpoint_id=4), "external", {})
+    assert replay.store.latest().checkpoint_id == 4
+    assert replay.trigger_checkpoint() == 5
 
 
 def test_notification_retried_then_confirmed(tmp_path):

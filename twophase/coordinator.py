@@ -225,9 +225,11 @@ class CheckpointCoordinator:
         """Trigger a checkpoint now (obeys max_concurrent_checkpoints, not the min pause).
 
         ``checkpoint_id`` lets an engine that numbers its own epochs (Spark batch ids) use its
-        numbers; they must still strictly increase. Returns the checkpoint id. Participants that
-        snapshot synchronously are snapshotted before this returns; raises CheckpointAbortedError
-        if one of them fails."""
+        numbers. They must exceed every completed checkpoint, but may repeat an id that was
+        triggered and never completed: the engine replays that epoch with the same input, so it
+        is the same checkpoint again (and its transactional ids fence the crashed attempt's).
+        Returns the checkpoint id. Participants that snapshot synchronously are snapshotted before
+        this returns; raises CheckpointAbortedError if one of them fails."""
         return self._trigger(checkpoint_id, savepoint_path=None, periodic=False)
 
     def trigger_savepoint(self, path: str | Path) -> int:
@@ -292,13 +294,15 @@ class CheckpointCoordinator:
                 )
             if checkpoint_id is None:
                 checkpoint_id = self._next_id
-            elif checkpoint_id < self._next_id:
-                raise CheckpointTriggerError(
-                    f"checkpoint id {checkpoint_id} is not greater than every id used so far "
-                    f"(next is {self._next_id})"
-                )
-            self.store.reserve_checkpoint_id(checkpoint_id)
-            self._next_id = checkpoint_id + 1
+            else:
+                floor = max([*self.store.checkpoint_ids(), *self._pending, 0])
+                if checkpoint_id <= floor:
+                    raise CheckpointTriggerError(
+                        f"checkpoint id {checkpoint_id} is not greater than every stored or pending "
+                        f"checkpoint (latest is {floor})"
+                    )
+            self.store.reserve_checkpoint_id(max(checkpoint_id, self._next_id - 1))
+            self._next_id = max(self._next_id, checkpoint_id + 1)
             now = self._clock()
             self._last_trigger_time = now
             pending = PendingCheckpoint(
