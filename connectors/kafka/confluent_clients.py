@@ -1,0 +1,873 @@
+"""The real Kafka clients behind the seam of ``clients.py``.
+
+librdkafka (confluent-kafka) carries the data path and the cluster admin; the transaction control
+plane that librdkafka lacks (EndTxn for another process's transaction, ListTransactions,
+DescribeTransactions) comes from ``txn_control.py``.
+
+Nothing here retries on its own: a transient condition surfaces as ``RetriableKafkaError`` (or its
+subclass ``BrokerUnavailableError``) and the caller decides, with tenacity, whether to try again.
+The only waits are bounded waits for an expected state (statistics after ``init_transactions``, a
+created topic in metadata, a read range to complete, room in the producer queue).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME as _CK_LOG_APPEND_TIME
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+)
+from confluent_kafka import Consumer as _Consumer
+from confluent_kafka import Producer as _Producer
+from confluent_kafka import TopicPartition as _CkTopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec as _CkOffsetSpec
+from confluent_kafka.admin import ResourceType
+
+from connectors.kafka.clients import (
+    TIMESTAMP_CREATE_TIME,
+    TIMESTAMP_LOG_APPEND_TIME,
+    ConsumedRecord,
+    Headers,
+    OffsetSpec,
+    ProducerIdentity,
+    TopicPartition,
+    TransactionControl,
+)
+from connectors.kafka.errors import (
+    BrokerUnavailableError,
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    KafkaConnectorError,
+    OffsetOutOfRangeError,
+    ProducerFencedError,
+    RecordTooLargeError,
+    RetriableKafkaError,
+    TransactionalIdNotFoundError,
+    UnknownTopicError,
+)
+
+log = logging.getLogger(__name__)
+# librdkafka's own log lines (configuration warnings, broker state) go through Python logging
+# rather than straight to stderr, so applications control them like any other library's.
+_librdkafka_log = logging.getLogger("connectors.kafka.librdkafka")
+
+# Kafka's TRANSACTIONAL_ID_NOT_FOUND; confluent-kafka 2.16 has no constant for it.
+_TRANSACTIONAL_ID_NOT_FOUND = 105
+
+_FENCED_CODES = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED})
+_TXN_ID_UNKNOWN_CODES = frozenset({KafkaError.INVALID_PRODUCER_ID_MAPPING, _TRANSACTIONAL_ID_NOT_FOUND})
+_TOO_LARGE_CODES = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
+_UNKNOWN_TOPIC_CODES = frozenset(
+    {
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError.UNKNOWN_TOPIC_ID,
+    }
+)
+_OUT_OF_RANGE_CODES = frozenset({KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET})
+_UNAVAILABLE_CODES = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError._TIMED_OUT_QUEUE,
+        KafkaError._RESOLVE,
+        KafkaError.REQUEST_TIMED_OUT,
+    }
+)
+_RETRIABLE_CODES = frozenset(
+    {
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.CONCURRENT_TRANSACTIONS,
+    }
+)
+
+# Kafka's internal topics, which the Java admin's listTopics() leaves out too.
+_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+# A statistics event every 100 ms keeps identity() fast after init_transactions; librdkafka only
+# reports the producer id and epoch there (object ``eos``).
+_STATS_INTERVAL_MS = 100
+_IDENTITY_WAIT_S = 5.0
+# Produce calls between two poll(0): serves queued statistics and error reports so they cannot
+# pile up in a producer that writes for a long time without flushing.
+_POLL_EVERY = 1000
+_QUEUE_FULL_WAIT_S = 60.0
+_ADMIN_TIMEOUT_S = 30.0
+
+
+def map_kafka_error(err: KafkaError | None, context: str) -> KafkaConnectorError:
+    """Translate a librdkafka error into the connector's error types. ``context`` says what was
+    being done (and for whom), so the message stands on its own in a log."""
+    if err is None:
+        return KafkaConnectorError(f"{context}: unknown Kafka error")
+    code = err.code()
+    message = f"{context}: {err.name()}: {err.str()}"
+    if code in _FENCED_CODES:
+        return ProducerFencedError(message)
+    if code == KafkaError.INVALID_PRODUCER_EPOCH:
+        return InvalidProducerEpochError(message)
+    if code in (KafkaError.INVALID_TXN_STATE, KafkaError._STATE):
+        return InvalidTxnStateError(message)
+    if code in _TXN_ID_UNKNOWN_CODES:
+        return TransactionalIdNotFoundError(message)
+    if code in _TOO_LARGE_CODES:
+        return RecordTooLargeError(message)
+    if code in _UNKNOWN_TOPIC_CODES:
+        return UnknownTopicError(message)
+    if code in _OUT_OF_RANGE_CODES:
+        return OffsetOutOfRangeError(message)
+    if code in _UNAVAILABLE_CODES:
+        return BrokerUnavailableError(message, code=err.name())
+    if code in _RETRIABLE_CODES or (err.retriable() and not err.fatal()):
+        return RetriableKafkaError(message, code=err.name())
+    return KafkaConnectorError(message)
+
+
+def _map_exception(exc: KafkaException, context: str) -> KafkaConnectorError:
+    err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    mapped = map_kafka_error(err, context)
+    mapped.__cause__ = exc
+    return mapped
+
+
+def _base_config(bootstrap_servers: str) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap_servers, "logger": _librdkafka_log}
+
+
+class ConfluentProducer:
+    """A librdkafka producer behind the ``ProducerClient`` seam.
+
+    Delivery reports come through one producer-level callback that only fires for failures
+    (``delivery.report.only.error``): a per-record Python callback would cost more than the
+    produce call itself.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        transactional_id: str | None,
+        config: Mapping[str, Any],
+    ) -> None:
+        self.transactional_id = transactional_id
+        self._who = f"producer[{transactional_id or 'non-transactional'}]"
+        self._delivery_errors: list[KafkaError] = []
+        self._delivery_error_count = 0
+        self._fatal_error: KafkaError | None = None
+        self._stats_seq = 0
+        self._stats_json: str | None = None
+        self._identity: ProducerIdentity | None = None
+        self._initialised = transactional_id is None
+        self._produced_since_poll = 0
+        conf: dict[str, Any] = _base_config(bootstrap_servers)
+        conf.update({"enable.idempotence": True, "linger.ms": 5})
+        conf.update(config)
+        conf.update(
+            {
+                "statistics.interval.ms": _STATS_INTERVAL_MS,
+                "stats_cb": self._on_stats,
+                "error_cb": self._on_error,
+                "on_delivery": self._on_delivery,
+                "delivery.report.only.error": True,
+            }
+        )
+        if transactional_id is not None:
+            conf["transactional.id"] = transactional_id
+        try:
+            self._producer: _Producer | None = _Producer(conf)
+        except KafkaException as exc:
+            raise _map_exception(exc, f"{self._who}: create") from exc
+        log.debug("%s: created (bootstrap %s)", self._who, bootstrap_servers)
+
+    # -- librdkafka callbacks (served from poll/flush on the calling thread) -------------------
+    # They must not catch exceptions: confluent-kafka may call them while a fatal KafkaException
+    # is pending, and swallowing what that provokes would also swallow the fatal error.
+
+    def _on_stats(self, stats_json: str) -> None:
+        # Keep the raw string: parsing every 100 ms would cost more than the rare identity() call.
+        self._stats_json = stats_json
+        self._stats_seq += 1
+
+    def _on_error(self, err: KafkaError) -> None:
+        # Fatal errors arrive as exceptions from flush/poll (see _call); what comes here are
+        # transport errors and the like, which librdkafka recovers from on its own.
+        log.warning("%s: %s: %s", self._who, err.name(), err.str())
+
+    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is None:
+            return
+        self._delivery_error_count += 1
+        if not self._delivery_errors:
+            log.error(
+                "%s: delivery to %s-%s failed: %s: %s",
+                self._who,
+                msg.topic(),
+                msg.partition(),
+                err.name(),
+                err.str(),
+            )
+            self._delivery_errors.append(err)
+
+    # -- the one way into librdkafka -------------------------------------------------------------
+
+    def _client(self) -> _Producer:
+        if self._producer is None:
+            raise KafkaConnectorError(f"{self._who}: used after close()")
+        return self._producer
+
+    def _call(self, context: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call into librdkafka and translate what it raises.
+
+        confluent-kafka 2.16 raises a fatal error (e.g. _FENCED) from flush/poll and then still
+        serves delivery reports; the callback's first call into the C API then fails with
+        SystemError, whose cause is the fatal KafkaException."""
+        try:
+            return fn(*args, **kwargs)
+        except KafkaException as exc:
+            raise self._mapped(exc, context) from exc
+        except SystemError as exc:
+            cause = _kafka_exception_in(exc)
+            if cause is None:
+                raise
+            raise self._mapped(cause, context) from exc
+
+    def _mapped(self, exc: KafkaException, context: str) -> KafkaConnectorError:
+        err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        if err is not None and err.fatal():
+            self._fatal_error = err
+        # librdkafka reports a fatal state as a bare _FATAL; the cause (e.g. _FENCED) is the
+        # fatal error raised earlier, or the one still queued for the next poll.
+        if err is not None and err.code() == KafkaError._FATAL:
+            if self._fatal_error is None and self._producer is not None:
+                try:
+                    self._producer.poll(0)
+                except KafkaException as queued:
+                    self._remember_fatal(queued)
+                except SystemError as queued:
+                    self._remember_fatal(_kafka_exception_in(queued))
+            if self._fatal_error is not None:
+                err = self._fatal_error
+        mapped = map_kafka_error(err, f"{self._who}: {context}")
+        mapped.__cause__ = exc
+        return mapped
+
+    def _remember_fatal(self, exc: KafkaException | None) -> None:
+        if exc is not None and exc.args and isinstance(exc.args[0], KafkaError):
+            if exc.args[0].fatal():
+                self._fatal_error = exc.args[0]
+
+    def _raise_fatal(self, context: str) -> None:
+        if self._fatal_error is not None:
+            raise map_kafka_error(self._fatal_error, f"{self._who}: {context}")
+
+    # -- ProducerClient ------------------------------------------------------------------------
+
+    def init_transactions(self, timeout_s: float) -> ProducerIdentity:
+        producer = self._client()
+        self._identity = None
+        self._reset_delivery_errors()
+        self._call("init_transactions", producer.init_transactions, timeout_s)
+        self._initialised = True
+        identity = self.identity()
+        log.info(
+            "%s: initialised: producer id %d, epoch %d",
+            self._who,
+            identity.producer_id,
+            identity.producer_epoch,
+        )
+        return identity
+
+    def begin_transaction(self) -> None:
+        producer = self._client()
+        self._raise_fatal("begin_transaction")
+        self._reset_delivery_errors()
+        self._call("begin_transaction", producer.begin_transaction)
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Headers | None = None,
+        timestamp_ms: int | None = None,
+    ) -> None:
+        producer = self._client()
+        kwargs: dict[str, Any] = {"value": value, "key": key}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if headers:
+            kwargs["headers"] = list(headers)
+        if timestamp_ms is not None:
+            kwargs["timestamp"] = timestamp_ms
+        try:
+            producer.produce(topic, **kwargs)
+        except BufferError:
+            self._produce_when_room(producer, topic, kwargs)
+        except KafkaException as exc:
+            raise self._mapped(exc, f"produce to {topic}") from exc
+        self._produced_since_poll += 1
+        if self._produced_since_poll >= _POLL_EVERY:
+            self._produced_since_poll = 0
+            self._call(f"produce to {topic}", producer.poll, 0)
+
+    def _produce_when_room(self, producer: _Producer, topic: str, kwargs: dict[str, Any]) -> None:
+        # Back-pressure, not a retry: the local queue (queue.buffering.max.*) is full and drains as
+        # brokers acknowledge. Serving delivery reports frees room; the wait is bounded.
+        deadline = time.monotonic() + _QUEUE_FULL_WAIT_S
+        while True:
+            self._call(f"produce to {topic}", producer.poll, 0.05)
+            try:
+                producer.produce(topic, **kwargs)
+                return
+            except BufferError:
+                if time.monotonic() >= deadline:
+                    raise BrokerUnavailableError(
+                        f"{self._who}: produce queue still full after {_QUEUE_FULL_WAIT_S:.0f} s "
+                        f"({len(producer)} records unacknowledged)",
+                        code="_QUEUE_FULL",
+                    ) from None
+            except KafkaException as exc:
+                raise self._mapped(exc, f"produce to {topic}") from exc
+
+    def flush(self, timeout_s: float) -> None:
+        producer = self._client()
+        remaining = self._call("flush", producer.flush, timeout_s)
+        self._produced_since_poll = 0
+        self._raise_fatal("flush")
+        if self._delivery_errors:
+            first = self._delivery_errors[0]
+            count = self._delivery_error_count
+            if self.transactional_id is None:
+                # A non-transactional producer has no transaction that stays doomed: report the
+                # failures once.
+                self._reset_delivery_errors()
+            raise map_kafka_error(first, f"{self._who}: flush ({count} records failed delivery)")
+        if remaining > 0:
+            raise BrokerUnavailableError(
+                f"{self._who}: flush timed out after {timeout_s} s with {remaining} records "
+                "unacknowledged",
+                code="_TIMED_OUT",
+            )
+
+    def identity(self) -> ProducerIdentity:
+        if self._identity is not None:
+            return self._identity
+        producer = self._client()
+        if not self._initialised:
+            # librdkafka acquires no producer id for a transactional producer before
+            # init_transactions; waiting for one would only time out.
+            raise InvalidTxnStateError(f"{self._who}: identity() before init_transactions()")
+        # Statistics queued before this call may describe the producer before init_transactions
+        # (or abort) completed: serve them, then wait for one generated afterwards.
+        self._call("identity", producer.poll, 0)
+        wanted_seq = self._stats_seq + 1
+        deadline = time.monotonic() + _IDENTITY_WAIT_S
+        last_eos: dict[str, Any] | None = None
+        while time.monotonic() < deadline:
+            self._call("identity", producer.poll, 0.02)
+            if self._stats_seq < wanted_seq or self._stats_json is None:
+                continue
+            eos = json.loads(self._stats_json).get("eos")
+            wanted_seq = self._stats_seq + 1
+            if not isinstance(eos, dict):
+                raise KafkaConnectorError(
+                    f"{self._who}: librdkafka statistics carry no 'eos' object; is idempotence "
+                    "enabled?"
+                )
+            last_eos = eos
+            if eos.get("idemp_state") == "Assigned" and int(eos.get("producer_id", -1)) >= 0:
+                self._identity = ProducerIdentity(
+                    producer_id=int(eos["producer_id"]), producer_epoch=int(eos["producer_epoch"])
+                )
+                return self._identity
+        self._raise_fatal("identity")
+        raise KafkaConnectorError(
+            f"{self._who}: no producer id in librdkafka statistics within {_IDENTITY_WAIT_S} s "
+            f"(last eos: {last_eos})"
+        )
+
+    def abort_transaction(self, timeout_s: float) -> None:
+        producer = self._client()
+        self._identity = None
+        try:
+            self._call("abort_transaction", producer.abort_transaction, timeout_s)
+        finally:
+            self._reset_delivery_errors()
+
+    def close(self) -> None:
+        # Dropping the last reference destroys the librdkafka handle without touching the open
+        # transaction; Producer.close() would abort it, which the two-phase commit must not do.
+        if self._producer is not None:
+            log.debug("%s: released (an open transaction stays open)", self._who)
+        self._producer = None
+
+    def _reset_delivery_errors(self) -> None:
+        self._delivery_errors.clear()
+        self._delivery_error_count = 0
+
+
+def _kafka_exception_in(exc: BaseException | None) -> KafkaException | None:
+    """The KafkaException an exception was raised from, if any (cause/context chain)."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, KafkaException):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+class ConfluentRecordReader:
+    """Reads explicit offset ranges with one long-lived librdkafka consumer.
+
+    The consumer never joins a group and never commits: its random group id only satisfies
+    librdkafka. Partitions are (un)assigned incrementally, so one consumer serves many reads
+    (creating one costs far more than a small read).
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        read_committed: bool,
+        config: Mapping[str, Any],
+        stall_timeout_s: float = 30.0,
+    ) -> None:
+        self.read_committed = read_committed
+        self.stall_timeout_s = stall_timeout_s
+        self._isolation = "read_committed" if read_committed else "read_uncommitted"
+        conf: dict[str, Any] = _base_config(bootstrap_servers)
+        # librdkafka's 1000 ms default backoff after a fetch halves throughput of range reads.
+        conf["fetch.queue.backoff.ms"] = 10
+        # A range that ends in a commit marker (every range the sink wrote does) only completes
+        # with the EOF of an empty fetch at the LSO, which the broker holds for fetch.wait.max.ms
+        # (500 ms by default); a reassigned partition also waits for the fetch in flight.
+        conf["fetch.wait.max.ms"] = 50
+        conf.update(config)
+        conf.update(
+            {
+                "group.id": f"eos-reader-{uuid.uuid4().hex}",
+                "isolation.level": self._isolation,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": True,
+                # Offsets are always explicit; an out-of-range one must fail, not silently jump.
+                "auto.offset.reset": "error",
+            }
+        )
+        try:
+            self._consumer: _Consumer | None = _Consumer(conf)
+        except KafkaException as exc:
+            raise _map_exception(exc, "reader: create") from exc
+        self._assigned: set[TopicPartition] = set()
+        # Each read() bumps this; an older, abandoned read generator must not touch the newer
+        # read's assignment when it is finally closed or garbage collected.
+        self._read_seq = 0
+
+    def _client(self) -> _Consumer:
+        if self._consumer is None:
+            raise KafkaConnectorError("reader: used after close()")
+        return self._consumer
+
+    def _unassign(self, partitions: Iterable[TopicPartition]) -> None:
+        parts = [tp for tp in partitions if tp in self._assigned]
+        if not parts or self._consumer is None:
+            return
+        self._consumer.incremental_unassign([_CkTopicPartition(tp.topic, tp.partition) for tp in parts])
+        self._assigned.difference_update(parts)
+
+    def read(self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> Iterator[ConsumedRecord]:
+        consumer = self._client()
+        self._read_seq += 1
+        read_seq = self._read_seq
+        # A read abandoned half way leaves its partitions assigned; start from a clean slate.
+        self._unassign(list(self._assigned))
+        pending: dict[tuple[str, int], tuple[int, int]] = {}
+        for tp, (start, end) in ranges.items():
+            if start < 0 or end < start:
+                raise ValueError(f"invalid offset range [{start}, {end}) for {tp}")
+            if end > start:
+                pending[(tp.topic, tp.partition)] = (start, end)
+        if not pending:
+            return
+        assignment = [_CkTopicPartition(t, p, start) for (t, p), (start, _) in pending.items()]
+        consumer.incremental_assign(assignment)
+        self._assigned.update(TopicPartition(t, p) for t, p in pending)
+        try:
+            yield from self._consume(consumer, pending, read_seq)
+        finally:
+            if self._read_seq == read_seq:
+                self._unassign([TopicPartition(t, p) for t, p in pending])
+
+    def _consume(
+        self,
+        consumer: _Consumer,
+        pending: dict[tuple[str, int], tuple[int, int]],
+        read_seq: int,
+    ) -> Iterator[ConsumedRecord]:
+        eof_seen: dict[tuple[str, int], int] = {}
+        last_progress = time.monotonic()
+
+        def finish(key: tuple[str, int]) -> None:
+            del pending[key]
+            self._unassign([TopicPartition(*key)])
+
+        while pending:
+            if self._read_seq != read_seq:
+                raise KafkaConnectorError(
+                    "reader: a newer read() started before this one finished; one reader serves "
+                    "one read at a time"
+                )
+            batch = consumer.consume(num_messages=10000, timeout=0.05)
+            if batch:
+                last_progress = time.monotonic()
+            for msg in batch:
+                key = (msg.topic(), msg.partition())
+                bounds = pending.get(key)
+                if bounds is None:
+                    # Finished partition, or a stale event of an earlier assignment.
+                    continue
+                start, end = bounds
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        # The EOF offset is the end of what this isolation level can see (LSO
+                        # under read_committed). A range ending in aborted records or control
+                        # markers yields no record at end-1, so EOF is what ends it.
+                        eof_offset = msg.offset()
+                        eof_seen[key] = eof_offset
+                        if eof_offset is not None and eof_offset >= end:
+                            finish(key)
+                        continue
+                    self._raise_consumer_error(err, key, bounds)
+                    continue
+                offset = msg.offset()
+                if offset < start:
+                    continue
+                if offset < end:
+                    yield _to_record(msg)
+                if offset >= end - 1:
+                    finish(key)
+            if pending and not batch:
+                self._finish_by_position(consumer, pending, finish)
+                if pending and time.monotonic() - last_progress > self.stall_timeout_s:
+                    raise self._stalled(consumer, pending, eof_seen)
+
+    def _finish_by_position(
+        self,
+        consumer: _Consumer,
+        pending: dict[tuple[str, int], tuple[int, int]],
+        finish: Callable[[tuple[str, int]], None],
+    ) -> None:
+        # Belt and braces for EOF: when the consumer sits idle, its position past the range's end
+        # (it skipped control markers and aborted records) also proves the range complete.
+        positions = consumer.position([_CkTopicPartition(t, p) for t, p in pending])
+        for tp in positions:
+            key = (tp.topic, tp.partition)
+            if key in pending and tp.offset >= 0 and tp.offset >= pending[key][1]:
+                finish(key)
+
+    def _raise_consumer_error(
+        self, err: KafkaError, key: tuple[str, int], bounds: tuple[int, int]
+    ) -> None:
+        context = f"reader ({self._isolation}) {key[0]}-{key[1]} [{bounds[0]}, {bounds[1]})"
+        if err.code() in _OUT_OF_RANGE_CODES or err.code() in _UNKNOWN_TOPIC_CODES or err.fatal():
+            raise map_kafka_error(err, context)
+        # Transport errors and the like: librdkafka reconnects; the stall timeout bounds the wait.
+        log.warning("%s: %s: %s", context, err.name(), err.str())
+
+    def _stalled(
+        self,
+        consumer: _Consumer,
+        pending: dict[tuple[str, int], tuple[int, int]],
+        eof_seen: dict[tuple[str, int], int],
+    ) -> KafkaConnectorError:
+        # An assigned partition of a missing topic produces no event at all, only silence.
+        for topic in sorted({t for t, _ in pending}):
+            try:
+                metadata = consumer.list_topics(topic=topic, timeout=5)
+            except KafkaException:
+                continue
+            found = metadata.topics.get(topic)
+            if found is None or (
+                found.error is not None and found.error.code() in _UNKNOWN_TOPIC_CODES
+            ):
+                return UnknownTopicError(f"reader ({self._isolation}): topic {topic} does not exist")
+        positions = {
+            (tp.topic, tp.partition): tp.offset
+            for tp in consumer.position([_CkTopicPartition(t, p) for t, p in pending])
+        }
+        details = []
+        for (t, p), (s, e) in sorted(pending.items()):
+            eof = eof_seen.get((t, p))
+            reason = (
+                f"the partition ends at {eof}, before the range's end"
+                if eof is not None
+                else "no records or end of partition received"
+            )
+            details.append(f"{t}-{p} [{s}, {e}) at position {positions.get((t, p))}: {reason}")
+        hint = " (under read_committed the end is the LSO)" if self.read_committed else ""
+        return RetriableKafkaError(
+            f"reader ({self._isolation}): no progress for {self.stall_timeout_s:.0f} s before the "
+            f"ranges were complete{hint}: {'; '.join(details)}",
+            code="READ_TIMED_OUT",
+        )
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            consumer, self._consumer = self._consumer, None
+            self._assigned.clear()
+            consumer.close()
+
+
+def _to_record(msg: Any) -> ConsumedRecord:
+    ts_type, ts = msg.timestamp()
+    headers = msg.headers()
+    return ConsumedRecord(
+        topic=msg.topic(),
+        partition=msg.partition(),
+        offset=msg.offset(),
+        key=msg.key(),
+        value=msg.value(),
+        timestamp_ms=ts,
+        timestamp_type=TIMESTAMP_LOG_APPEND_TIME
+        if ts_type == _CK_LOG_APPEND_TIME
+        else TIMESTAMP_CREATE_TIME,
+        headers=tuple(headers) if headers else (),
+    )
+
+
+class ConfluentClusterAdmin:
+    """Cluster administration through librdkafka's AdminClient."""
+
+    def __init__(self, bootstrap_servers: str, config: Mapping[str, Any]) -> None:
+        # No Python logger here: the admin handle is never polled, so forwarded log lines would
+        # pile up in its queue.
+        conf: dict[str, Any] = {"bootstrap.servers": bootstrap_servers}
+        conf.update(config)
+        try:
+            self._admin: AdminClient | None = AdminClient(conf)
+        except KafkaException as exc:
+            raise _map_exception(exc, "admin: create") from exc
+        self._broker_configs: dict[str, str | None] | None = None
+
+    def _client(self) -> AdminClient:
+        if self._admin is None:
+            raise KafkaConnectorError("admin: used after close()")
+        return self._admin
+
+    def list_topics(self) -> list[str]:
+        try:
+            metadata = self._client().list_topics(timeout=_ADMIN_TIMEOUT_S)
+        except KafkaException as exc:
+            raise _map_exception(exc, "admin: list topics") from exc
+        return sorted(name for name in metadata.topics if name not in _INTERNAL_TOPICS)
+
+    def partitions(self, topic: str) -> list[int]:
+        # DescribeTopics, not a metadata request for the topic: the latter may auto-create it.
+        future = self._client().describe_topics(
+            TopicCollection([topic]), request_timeout=_ADMIN_TIMEOUT_S
+        )[topic]
+        try:
+            description = future.result()
+        except KafkaException as exc:
+            raise _map_exception(exc, f"admin: describe topic {topic}") from exc
+        return sorted(p.id for p in description.partitions)
+
+    def create_topic(
+        self, topic: str, partitions: int, config: Mapping[str, str] | None = None
+    ) -> None:
+        new_topic = NewTopic(
+            topic,
+            num_partitions=partitions,
+            replication_factor=-1,  # the broker's default.replication.factor
+            config=dict(config or {}),
+        )
+        future = self._client().create_topics(
+            [new_topic], operation_timeout=_ADMIN_TIMEOUT_S, request_timeout=_ADMIN_TIMEOUT_S
+        )[topic]
+        try:
+            future.result()
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if not (isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS):
+                raise _map_exception(exc, f"admin: create topic {topic}") from exc
+            # Creating is idempotent: setup code re-runs after crashes.
+            log.info("admin: topic %s already exists", topic)
+        self._wait_for_leaders(topic, partitions)
+
+    def _wait_for_leaders(self, topic: str, partitions: int) -> None:
+        # CreateTopics returns before every broker's metadata shows the topic; a producer that
+        # looks it up at once could see UNKNOWN_TOPIC_OR_PART.
+        deadline = time.monotonic() + _ADMIN_TIMEOUT_S
+        while True:
+            metadata = self._client().list_topics(topic=topic, timeout=_ADMIN_TIMEOUT_S)
+            found = metadata.topics.get(topic)
+            if (
+                found is not None
+                and found.error is None
+                and len(found.partitions) >= partitions
+                and all(p.leader >= 0 for p in found.partitions.values())
+            ):
+                return
+            if time.monotonic() >= deadline:
+                raise BrokerUnavailableError(
+                    f"admin: topic {topic} created but its partitions have no leader after "
+                    f"{_ADMIN_TIMEOUT_S:.0f} s",
+                    code="LEADER_NOT_AVAILABLE",
+                )
+            time.sleep(0.05)
+
+    def list_offsets(
+        self,
+        partitions: Iterable[TopicPartition],
+        spec: OffsetSpec,
+        read_committed: bool = True,
+    ) -> dict[TopicPartition, int]:
+        parts = list(dict.fromkeys(partitions))
+        if not parts:
+            return {}
+        if spec == "earliest":
+            ck_spec = _CkOffsetSpec.earliest()
+        elif spec == "latest":
+            ck_spec = _CkOffsetSpec.latest()
+        elif isinstance(spec, int) and not isinstance(spec, bool):
+            ck_spec = _CkOffsetSpec.for_timestamp(spec)
+        else:
+            raise ValueError(f"offset spec must be 'earliest', 'latest' or a timestamp: {spec!r}")
+        result = self._list_offsets(parts, ck_spec, read_committed)
+        if isinstance(spec, int):
+            # No record at or after the timestamp: Kafka answers -1, the seam promises the end.
+            missing = [tp for tp, offset in result.items() if offset < 0]
+            if missing:
+                result.update(self._list_offsets(missing, _CkOffsetSpec.latest(), read_committed))
+        return result
+
+    def _list_offsets(
+        self, parts: list[TopicPartition], ck_spec: Any, read_committed: bool
+    ) -> dict[TopicPartition, int]:
+        isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+        request = {_CkTopicPartition(tp.topic, tp.partition): ck_spec for tp in parts}
+        try:
+            futures = self._client().list_offsets(
+                request, isolation_level=isolation, request_timeout=_ADMIN_TIMEOUT_S
+            )
+        except KafkaException as exc:
+            raise _map_exception(exc, "admin: list offsets") from exc
+        result: dict[TopicPartition, int] = {}
+        for ck_tp, future in futures.items():
+            tp = TopicPartition(ck_tp.topic, ck_tp.partition)
+            try:
+                result[tp] = future.result().offset
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if isinstance(err, KafkaError) and err.code() == KafkaError._NOENT:
+                    # "No leaders found": a missing topic, or a partition without a leader.
+                    self.partitions(tp.topic)  # raises UnknownTopicError for the former
+                    raise RetriableKafkaError(
+                        f"admin: list offsets of {tp}: no leader", code="LEADER_NOT_AVAILABLE"
+                    ) from exc
+                raise _map_exception(exc, f"admin: list offsets of {tp}") from exc
+        return result
+
+    def broker_config(self, name: str) -> str | None:
+        if self._broker_configs is None:
+            self._broker_configs = self._describe_broker_configs()
+        return self._broker_configs.get(name)
+
+    def _describe_broker_configs(self) -> dict[str, str | None]:
+        admin = self._client()
+        try:
+            brokers = admin.list_topics(timeout=_ADMIN_TIMEOUT_S).brokers
+        except KafkaException as exc:
+            raise _map_exception(exc, "admin: cluster metadata") from exc
+        if not brokers:
+            raise BrokerUnavailableError("admin: cluster metadata lists no broker")
+        resource = ConfigResource(ResourceType.BROKER, str(min(brokers)))
+        future = admin.describe_configs([resource], request_timeout=_ADMIN_TIMEOUT_S)[resource]
+        try:
+            entries = future.result()
+        except KafkaException as exc:
+            raise _map_exception(exc, f"admin: describe configs of broker {min(brokers)}") from exc
+        return {entry_name: entry.value for entry_name, entry in entries.items()}
+
+    def commit_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        if not offsets:
+            return
+        request = ConsumerGroupTopicPartitions(
+            group_id,
+            [_CkTopicPartition(tp.topic, tp.partition, offset) for tp, offset in offsets.items()],
+        )
+        future = self._client().alter_consumer_group_offsets(
+            [request], request_timeout=_ADMIN_TIMEOUT_S
+        )[group_id]
+        try:
+            result = future.result()
+        except KafkaException as exc:
+            raise _map_exception(exc, f"admin: commit offsets of group {group_id}") from exc
+        for ck_tp in result.topic_partitions or []:
+            if ck_tp.error is not None:
+                raise map_kafka_error(
+                    ck_tp.error,
+                    f"admin: commit offset of group {group_id} for {ck_tp.topic}-{ck_tp.partition}",
+                )
+
+    def close(self) -> None:
+        # AdminClient has no close(); dropping it destroys the handle.
+        self._admin = None
+
+
+class RealKafkaClients:
+    """``KafkaClients`` for a real cluster. ``config`` is librdkafka client configuration passed
+    to every client (security settings, timeouts); per-client ``config`` arguments override it."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        config: Mapping[str, Any] | None = None,
+        reader_stall_timeout_s: float = 30.0,
+    ) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.config: dict[str, Any] = dict(config or {})
+        self.reader_stall_timeout_s = reader_stall_timeout_s
+
+    def _merged(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
+        merged = dict(self.config)
+        merged.update(config or {})
+        return merged
+
+    def producer(
+        self, transactional_id: str | None, config: Mapping[str, str] | None = None
+    ) -> ConfluentProducer:
+        return ConfluentProducer(self.bootstrap_servers, transactional_id, self._merged(config))
+
+    def reader(
+        self, read_committed: bool = True, config: Mapping[str, str] | None = None
+    ) -> ConfluentRecordReader:
+        return ConfluentRecordReader(
+            self.bootstrap_servers,
+            read_committed,
+            self._merged(config),
+            stall_timeout_s=self.reader_stall_timeout_s,
+        )
+
+    def admin(self) -> ConfluentClusterAdmin:
+        return ConfluentClusterAdmin(self.bootstrap_servers, self.config)
+
+    def txn_control(self) -> TransactionControl:
+        from connectors.kafka.txn_control import KafkaPythonTransactionControl
+
+        return KafkaPythonTransactionControl(self.bootstrap_servers, self.config)

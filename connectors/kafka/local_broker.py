@@ -1,0 +1,306 @@
+"""A throwaway single-node Kafka (KRaft, broker and controller in one JVM) for tests and demos.
+
+``LocalKafkaBroker(kafka_home).start()`` formats fresh storage in a work directory, starts
+``bin/kafka-server-start.sh`` on two free loopback ports and returns the bootstrap address once an
+admin client sees the broker. ``stop()`` ends exactly the process it started (SIGTERM, then SIGKILL
+after a grace period). It needs a Kafka 4.x distribution (``KAFKA_HOME``) and Java on the PATH.
+
+Only loopback addresses are used: this broker has no authentication.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from types import TracebackType
+from typing import Mapping
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+log = logging.getLogger(__name__)
+
+_HOST = "127.0.0.1"
+_LOG_TAIL_LINES = 60
+
+
+class LocalBrokerError(RuntimeError):
+    """The local broker could not be started (the message carries the tail of its log)."""
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((_HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def _cluster_id() -> str:
+    # Kafka's Uuid text form: URL-safe base64 of 16 random bytes without padding. Kafka itself
+    # never hands out ids starting with '-' (they read like command-line options).
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+class LocalKafkaBroker:
+    """One local Kafka 4.x node. Use as a context manager, or call ``start()`` and ``stop()``."""
+
+    def __init__(
+        self,
+        kafka_home: str | os.PathLike[str],
+        work_dir: str | os.PathLike[str] | None = None,
+        *,
+        extra_config: Mapping[str, str] | None = None,
+        heap_opts: str = "-Xmx512m -Xms256m",
+        start_timeout_s: float = 90.0,
+        stop_grace_s: float = 20.0,
+    ) -> None:
+        self.kafka_home = Path(kafka_home)
+        self._own_work_dir = work_dir is None
+        self._work_dir_arg = Path(work_dir) if work_dir is not None else None
+        self.work_dir: Path | None = None
+        self.extra_config = dict(extra_config or {})
+        self.heap_opts = heap_opts
+        self.start_timeout_s = start_timeout_s
+        self.stop_grace_s = stop_grace_s
+        self.bootstrap_servers: str | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log_file: Path | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> str:
+        """Format storage, start the broker and wait until it serves clients. Returns the
+        bootstrap address."""
+        if self._process is not None:
+            raise LocalBrokerError("this LocalKafkaBroker is already started")
+        self._check_distribution()
+        try:
+            self.bootstrap_servers = self._launch()
+            self._wait_until_ready(self.bootstrap_servers)
+        except BaseException:
+            # Leave nothing behind: no process, no temporary storage (the error carries the log).
+            self.stop()
+            raise
+        assert self._process is not None and self.bootstrap_servers is not None
+        log.info(
+            "local Kafka: ready at %s (pid %d)", self.bootstrap_servers, self._process.pid
+        )
+        return self.bootstrap_servers
+
+    def stop(self) -> None:
+        """Stop the broker this object started (and only that process); idempotent."""
+        process, self._process = self._process, None
+        atexit.unregister(self.stop)
+        if process is not None and process.poll() is None:
+            log.info("local Kafka: stopping pid %d", process.pid)
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=self.stop_grace_s)
+            except subprocess.TimeoutExpired:
+                log.warning(
+                    "local Kafka: pid %d still running after %.0f s; killing it",
+                    process.pid,
+                    self.stop_grace_s,
+                )
+                process.kill()
+                process.wait(timeout=10)
+        self.bootstrap_servers = None
+        if self._own_work_dir and self.work_dir is not None:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+            self.work_dir = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def __enter__(self) -> "LocalKafkaBroker":
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- steps ----------------------------------------------------------------------------------
+
+    def _launch(self) -> str:
+        work_dir = self._prepare_work_dir()
+        broker_port, controller_port = _free_port(), _free_port()
+        while controller_port == broker_port:
+            controller_port = _free_port()
+        props = self._write_properties(work_dir, broker_port, controller_port)
+        self._log_file = work_dir / "broker.log"
+        env = self._environment(work_dir)
+        self._format_storage(props, env)
+        log.info("local Kafka: starting in %s on %s:%d", work_dir, _HOST, broker_port)
+        with open(self._log_file, "ab") as out:
+            # kafka-server-start.sh exec's into java, so this PID is the broker JVM itself.
+            # A new session keeps a terminal's Ctrl-C from killing the broker behind stop()'s back.
+            self._process = subprocess.Popen(
+                [str(self.kafka_home / "bin" / "kafka-server-start.sh"), str(props)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=work_dir,
+                start_new_session=True,
+            )
+        # A test run that dies without stop() must not leave a JVM behind.
+        atexit.register(self.stop)
+        return f"{_HOST}:{broker_port}"
+
+    def _check_distribution(self) -> None:
+        for script in ("kafka-server-start.sh", "kafka-storage.sh"):
+            if not (self.kafka_home / "bin" / script).is_file():
+                raise LocalBrokerError(
+                    f"{self.kafka_home} is not a Kafka distribution: bin/{script} is missing"
+                )
+        if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+            raise LocalBrokerError("no Java runtime: neither 'java' on PATH nor JAVA_HOME is set")
+
+    def _prepare_work_dir(self) -> Path:
+        if self._work_dir_arg is None:
+            work_dir = Path(tempfile.mkdtemp(prefix="kafka-eos-broker-"))
+        else:
+            work_dir = self._work_dir_arg
+            work_dir.mkdir(parents=True, exist_ok=True)
+            # Stale KRaft storage from an earlier run has another cluster id: start clean.
+            shutil.rmtree(work_dir / "data", ignore_errors=True)
+        self.work_dir = work_dir
+        return work_dir
+
+    def _write_properties(self, work_dir: Path, broker_port: int, controller_port: int) -> Path:
+        config = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            # Kafka 4.x dynamic quorum, formatted with --standalone below.
+            "controller.quorum.bootstrap.servers": f"{_HOST}:{controller_port}",
+            "listeners": f"PLAINTEXT://{_HOST}:{broker_port},CONTROLLER://{_HOST}:{controller_port}",
+            "advertised.listeners": (
+                f"PLAINTEXT://{_HOST}:{broker_port},CONTROLLER://{_HOST}:{controller_port}"
+            ),
+            "inter.broker.listener.name": "PLAINTEXT",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(work_dir / "data" / "logs"),
+            "metadata.log.dir": str(work_dir / "data" / "metadata"),
+            "num.partitions": "1",
+            "num.network.threads": "2",
+            "num.io.threads": "4",
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            # Few internal partitions: the group and transaction coordinators load in a moment
+            # instead of the seconds 50 partitions take on a fresh node.
+            "offsets.topic.num.partitions": "1",
+            "transaction.state.log.num.partitions": "1",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        config.update(self.extra_config)
+        props = work_dir / "server.properties"
+        props.write_text("".join(f"{key}={value}\n" for key, value in config.items()))
+        return props
+
+    def _environment(self, work_dir: Path) -> dict[str, str]:
+        env = dict(os.environ)
+        env["KAFKA_HEAP_OPTS"] = self.heap_opts
+        # Kafka's own log4j files (server.log, controller.log, GC log) go to the work dir, not
+        # into KAFKA_HOME/logs, which may be shared or read-only.
+        env["LOG_DIR"] = str(work_dir / "applogs")
+        return env
+
+    def _format_storage(self, props: Path, env: Mapping[str, str]) -> None:
+        assert self._log_file is not None
+        command = [
+            str(self.kafka_home / "bin" / "kafka-storage.sh"),
+            "format",
+            "--standalone",
+            "--cluster-id",
+            _cluster_id(),
+            "--config",
+            str(props),
+        ]
+        with open(self._log_file, "ab") as out:
+            out.write(f"$ {' '.join(command)}\n".encode())
+            out.flush()
+            try:
+                result = subprocess.run(
+                    command,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=dict(env),
+                    timeout=self.start_timeout_s,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired:
+                raise LocalBrokerError(
+                    f"kafka-storage.sh format did not finish in {self.start_timeout_s:.0f} s\n"
+                    + self.log_tail()
+                ) from None
+        if result.returncode != 0:
+            raise LocalBrokerError(
+                f"kafka-storage.sh format failed with exit code {result.returncode}\n"
+                + self.log_tail()
+            )
+
+    def _wait_until_ready(self, bootstrap: str) -> None:
+        # Ready means an admin client gets metadata listing the broker, not merely an open port:
+        # the socket server accepts connections before the broker has caught up with the metadata
+        # log.
+        assert self._process is not None
+        # log_level 0: "connection refused" until the port opens is expected, not worth logging.
+        admin = AdminClient(
+            {
+                "bootstrap.servers": bootstrap,
+                "socket.connection.setup.timeout.ms": 2000,
+                "log_level": 0,
+            }
+        )
+        deadline = time.monotonic() + self.start_timeout_s
+        last_error = "no answer yet"
+        while time.monotonic() < deadline:
+            code = self._process.poll()
+            if code is not None:
+                raise LocalBrokerError(
+                    f"Kafka exited with code {code} while starting\n" + self.log_tail()
+                )
+            try:
+                metadata = admin.list_topics(timeout=2)
+                if metadata.brokers:
+                    return
+                last_error = "metadata lists no broker"
+            except KafkaException as exc:
+                last_error = str(exc)
+            time.sleep(0.2)
+        raise LocalBrokerError(
+            f"Kafka at {bootstrap} not ready after {self.start_timeout_s:.0f} s "
+            f"(last: {last_error})\n" + self.log_tail()
+        )
+
+    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
+        """The last lines of the broker's stdout/stderr log, for error messages."""
+        if self._log_file is None or not self._log_file.exists():
+            return "(no broker log)"
+        text = self._log_file.read_text(errors="replace").splitlines()
+        return f"--- last {min(lines, len(text))} lines of {self._log_file} ---\n" + "\n".join(
+            text[-lines:]
+        )

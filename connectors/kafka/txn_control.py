@@ -1,0 +1,315 @@
+"""The transaction control plane: ending and finding transactions that other processes opened.
+
+librdkafka can only end the transaction of the producer handle that opened it. The two-phase
+commit needs more: the driver commits (EndTxn) transactions that executor processes opened and
+then left, and recovery finds (ListTransactions, DescribeTransactions) transactions a crash left
+open. kafka-python's protocol classes and admin plumbing provide both. This is the one module that
+imports kafka-python; everything it raises is a type of ``errors.py``.
+
+Nothing here retries: each call makes one attempt and maps what went wrong. Retrying transient
+errors (``RetriableKafkaError``) is the caller's decision.
+
+Connection settings are taken from the librdkafka-style client configuration where the mapping is
+one to one (see ``kafka_python_config``). Not mapped, so such clusters need a kafka-python specific
+setup: SASL GSSAPI (Kerberos) and OAUTHBEARER token providers, PKCS#12 keystores
+(``ssl.keystore.*``), ``ssl.ca.pem``/``ssl.certificate.pem`` inline PEM strings, and CRL settings.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Mapping
+
+import kafka.errors as kafka_errors
+from kafka.admin import KafkaAdminClient
+from kafka.protocol.metadata import CoordinatorType
+from kafka.protocol.producer.transaction import EndTxnRequest
+
+from connectors.kafka.clients import OpenTransaction, ProducerIdentity, TopicPartition
+from connectors.kafka.errors import (
+    BrokerUnavailableError,
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    KafkaConnectorError,
+    ProducerFencedError,
+    RetriableKafkaError,
+    TransactionalIdNotFoundError,
+)
+
+log = logging.getLogger(__name__)
+
+# Kafka error codes (org.apache.kafka.common.protocol.Errors).
+_NONE = 0
+_REQUEST_TIMED_OUT = 7
+_COORDINATOR_LOAD_IN_PROGRESS = 14
+_COORDINATOR_NOT_AVAILABLE = 15
+_NOT_COORDINATOR = 16
+_INVALID_PRODUCER_EPOCH = 47
+_INVALID_TXN_STATE = 48
+_INVALID_PRODUCER_ID_MAPPING = 49
+_CONCURRENT_TRANSACTIONS = 51
+_PRODUCER_FENCED = 90
+_TRANSACTIONAL_ID_NOT_FOUND = 105
+
+_RETRIABLE_CODES = frozenset(
+    {
+        _COORDINATOR_LOAD_IN_PROGRESS,
+        _COORDINATOR_NOT_AVAILABLE,
+        _NOT_COORDINATOR,
+        _CONCURRENT_TRANSACTIONS,
+    }
+)
+# The coordinator cached for the transactional id is wrong (moved, or its broker is gone).
+_STALE_COORDINATOR_CODES = frozenset({_NOT_COORDINATOR, _COORDINATOR_NOT_AVAILABLE})
+
+_CONNECTION_ERRORS: tuple[type[Exception], ...] = (
+    kafka_errors.KafkaConnectionError,
+    kafka_errors.NodeNotReadyError,
+    kafka_errors.KafkaTimeoutError,
+    kafka_errors.RequestTimedOutError,
+    kafka_errors.MetadataEmptyBrokerList,
+    kafka_errors.BrokerNotAvailableError,
+    kafka_errors.NetworkExceptionError,
+)
+
+# Only Ongoing transactions hold the LSO back for good. PrepareCommit/PrepareAbort ones have been
+# decided already: the coordinator is writing their markers and finishes them without any client
+# action, so there is nothing for the caller to commit or abort.
+_OPEN_STATES = ("Ongoing",)
+
+# librdkafka-style key -> kafka-python KafkaAdminClient keyword, where the meaning is the same.
+_CONFIG_MAP = {
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password",
+    "client.id": "client_id",
+    "socket.timeout.ms": "request_timeout_ms",
+}
+_UPPERCASE_VALUES = frozenset({"security_protocol", "sasl_mechanism"})
+_INT_VALUES = frozenset({"request_timeout_ms"})
+
+
+def kafka_python_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """kafka-python admin keywords for the librdkafka-style settings that map one to one.
+
+    Unmapped security settings are logged, because silently connecting without them would fail
+    later with a less helpful error."""
+    mapped: dict[str, Any] = {}
+    for key, value in config.items():
+        target = _CONFIG_MAP.get(key)
+        if target is not None:
+            if target in _UPPERCASE_VALUES:
+                value = str(value).upper()
+            elif target in _INT_VALUES:
+                value = int(value)
+            mapped[target] = value
+        elif key == "ssl.endpoint.identification.algorithm":
+            mapped["ssl_check_hostname"] = str(value).lower() == "https"
+        elif key.startswith(("sasl.", "ssl.")):
+            log.warning(
+                "transaction control: client setting %r has no kafka-python equivalent here and is "
+                "ignored",
+                key,
+            )
+    return mapped
+
+
+def _error_name(code: int) -> str:
+    error_type = kafka_errors.for_code(code)
+    return getattr(error_type, "message", None) or f"ERROR_{code}"
+
+
+def _map_error_code(code: int, context: str) -> KafkaConnectorError:
+    name = _error_name(code)
+    message = f"{context}: {name} (error {code})"
+    if code == _PRODUCER_FENCED:
+        return ProducerFencedError(message)
+    if code == _INVALID_PRODUCER_EPOCH:
+        return InvalidProducerEpochError(message)
+    if code == _INVALID_TXN_STATE:
+        return InvalidTxnStateError(message)
+    if code in (_INVALID_PRODUCER_ID_MAPPING, _TRANSACTIONAL_ID_NOT_FOUND):
+        return TransactionalIdNotFoundError(message)
+    if code == _REQUEST_TIMED_OUT:
+        return BrokerUnavailableError(message, code=name)
+    if code in _RETRIABLE_CODES or getattr(kafka_errors.for_code(code), "retriable", False):
+        return RetriableKafkaError(message, code=name)
+    return KafkaConnectorError(message)
+
+
+def _map_exception(exc: Exception, context: str) -> KafkaConnectorError:
+    if isinstance(exc, KafkaConnectorError):
+        return exc
+    if isinstance(exc, kafka_errors.BrokerResponseError) and exc.errno not in (None, _NONE):
+        mapped = _map_error_code(int(exc.errno), context)
+    elif isinstance(exc, _CONNECTION_ERRORS):
+        mapped = BrokerUnavailableError(f"{context}: {exc}", code=type(exc).__name__)
+    elif isinstance(exc, kafka_errors.KafkaError) and exc.retriable:
+        mapped = RetriableKafkaError(f"{context}: {exc}", code=type(exc).__name__)
+    else:
+        mapped = KafkaConnectorError(f"{context}: {exc}")
+    mapped.__cause__ = exc
+    return mapped
+
+
+class KafkaPythonTransactionControl:
+    """``TransactionControl`` over kafka-python's admin client.
+
+    The admin client connects on first use, not at construction, so that building the clients of
+    a job never fails just because a broker is briefly down.
+    """
+
+    def __init__(self, bootstrap_servers: str, config: Mapping[str, Any] | None = None) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self._admin_config = kafka_python_config(config or {})
+        self._admin_config.setdefault("client_id", "kafka-eos-txn-control")
+        # kafka-python waits 30 s for a first broker by default; fail sooner and let the caller's
+        # retry policy decide.
+        self._admin_config.setdefault("bootstrap_timeout_ms", 10000)
+        self._admin: KafkaAdminClient | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _client(self) -> KafkaAdminClient:
+        with self._lock:
+            if self._closed:
+                raise KafkaConnectorError("transaction control: used after close()")
+            if self._admin is None:
+                try:
+                    self._admin = KafkaAdminClient(
+                        bootstrap_servers=self.bootstrap_servers, **self._admin_config
+                    )
+                except Exception as exc:
+                    raise _map_exception(
+                        exc, f"transaction control: connect to {self.bootstrap_servers}"
+                    ) from exc
+            return self._admin
+
+    def _forget_coordinator(self, admin: KafkaAdminClient, transactional_id: str) -> None:
+        # kafka-python 3.0 caches coordinators in ClusterMetadata and has no public way to drop
+        # one; without this, every later call would go to the broker that said NOT_COORDINATOR.
+        # dict.pop is atomic under the GIL, so the IO thread never sees a half-updated map.
+        admin._manager.cluster._coordinators.pop((CoordinatorType.TRANSACTION, transactional_id), None)
+
+    # -- EndTxn --------------------------------------------------------------------------------
+
+    def end_transaction(
+        self, transactional_id: str, identity: ProducerIdentity, commit: bool
+    ) -> None:
+        action = "commit" if commit else "abort"
+        context = (
+            f"EndTxn {action} of {transactional_id!r} (producer id {identity.producer_id}, "
+            f"epoch {identity.producer_epoch})"
+        )
+        admin = self._client()
+        try:
+            version, response = admin._manager.run(
+                self._send_end_txn, admin, transactional_id, identity, commit
+            )
+        except Exception as exc:
+            if isinstance(exc, _CONNECTION_ERRORS) or isinstance(
+                exc, (kafka_errors.NotCoordinatorError, kafka_errors.CoordinatorNotAvailableError)
+            ):
+                self._forget_coordinator(admin, transactional_id)
+            raise _map_exception(exc, context) from exc
+        code = int(response.error_code)
+        if code != _NONE:
+            if code in _STALE_COORDINATOR_CODES:
+                self._forget_coordinator(admin, transactional_id)
+            error = _map_error_code(code, context)
+            log.warning("%s failed: %s", context, error)
+            raise error
+        log.info(
+            "%s done (EndTxn v%s; epoch now %s)",
+            context,
+            version,
+            getattr(response, "producer_epoch", "unknown"),
+        )
+
+    @staticmethod
+    async def _send_end_txn(
+        admin: KafkaAdminClient,
+        transactional_id: str,
+        identity: ProducerIdentity,
+        commit: bool,
+    ) -> tuple[int | None, Any]:
+        coordinator_id = await admin._find_coordinator_id(
+            transactional_id, key_type=CoordinatorType.TRANSACTION
+        )
+        request = EndTxnRequest(
+            transactional_id=transactional_id,
+            producer_id=identity.producer_id,
+            producer_epoch=identity.producer_epoch,
+            committed=commit,
+        )
+        response = await admin._manager.send(request, node_id=coordinator_id)
+        # The connection fixes the version (the highest both sides support) when it sends.
+        return request.API_VERSION, response
+
+    # -- ListTransactions + DescribeTransactions -----------------------------------------------
+
+    def list_open_transactions(self, transactional_id_prefix: str) -> list[OpenTransaction]:
+        """Ongoing transactions whose id starts with the prefix.
+
+        The prefix is matched here rather than by the broker: ListTransactions'
+        ``transactional_id_pattern`` needs Kafka 4.1+. Transactions in PrepareCommit/PrepareAbort
+        are left out: they are already decided and complete without any client action."""
+        context = f"list open transactions with prefix {transactional_id_prefix!r}"
+        admin = self._client()
+        try:
+            by_broker = admin.list_transactions(state_filters=list(_OPEN_STATES))
+        except Exception as exc:
+            raise _map_exception(exc, context) from exc
+        ids = sorted(
+            {
+                listing.transactional_id
+                for listings in by_broker.values()
+                for listing in listings
+                if listing.transactional_id.startswith(transactional_id_prefix)
+            }
+        )
+        if not ids:
+            return []
+        try:
+            descriptions = admin.describe_transactions(ids)
+        except Exception as exc:
+            if isinstance(exc, (kafka_errors.NotCoordinatorError, *_CONNECTION_ERRORS)):
+                for transactional_id in ids:
+                    self._forget_coordinator(admin, transactional_id)
+            raise _map_exception(exc, f"{context}: describe {ids}") from exc
+        result = []
+        for transactional_id in ids:
+            description = descriptions.get(transactional_id)
+            # Between the listing and the description the transaction may have ended.
+            if description is None or description.state.value not in _OPEN_STATES:
+                continue
+            result.append(
+                OpenTransaction(
+                    transactional_id=transactional_id,
+                    producer_id=description.producer_id,
+                    producer_epoch=description.producer_epoch,
+                    state=description.state.value,
+                    start_time_ms=description.transaction_start_time_ms,
+                    timeout_ms=description.transaction_timeout_ms,
+                    partitions=frozenset(
+                        TopicPartition(tp.topic, tp.partition)
+                        for tp in description.topic_partitions
+                    ),
+                )
+            )
+        log.debug("%s: %d open", context, len(result))
+        return result
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            admin, self._admin = self._admin, None
+        if admin is not None:
+            admin.close()
