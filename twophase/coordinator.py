@@ -24,6 +24,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 
 from twophase import failpoints, savepoints
 from twophase.checkpoint import CompletedCheckpoint, JsonValue
+from twophase.errors import UnrecoverableCommitError
 from twophase.checkpoint_store import FileCheckpointStore, ensure_writable_directory, validate_retained
 from twophase.participants import CheckpointParticipant, RestoredState
 from twophase.stats import CheckpointStats, CheckpointStatus
@@ -295,7 +296,7 @@ class CheckpointCoordinator:
             if checkpoint_id is None:
                 checkpoint_id = self._next_id
             else:
-                floor = max([*self.store.checkpoint_ids(), *self._pending, 0])
+                floor = max([*self.store.checkpoint_ids(), *self._pending, -1])
                 if checkpoint_id <= floor:
                     raise CheckpointTriggerError(
                         f"checkpoint id {checkpoint_id} is not greater than every stored or pending "
@@ -429,7 +430,8 @@ class CheckpointCoordinator:
         retrying = Retrying(
             stop=stop_after_attempt(self.config.notify_attempts),
             wait=wait_exponential(multiplier=0.05, max=self.config.notify_max_backoff),
-            retry=retry_if_exception(lambda exc: not isinstance(exc, failpoints.FailpointCrash)),
+            retry=retry_if_exception(
+                lambda exc: not isinstance(exc, (failpoints.FailpointCrash, UnrecoverableCommitError))),
             reraise=True,
             before_sleep=lambda state: log.warning(
                 "checkpoint %d: notifying %s failed (attempt %d): %r; retrying", checkpoint_id,

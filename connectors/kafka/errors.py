@@ -7,6 +7,8 @@ whatever client sits behind the seam.
 
 from __future__ import annotations
 
+from twophase.errors import UnrecoverableCommitError
+
 
 class KafkaConnectorError(Exception):
     """Base class of every error raised by ``connectors.kafka``."""
@@ -59,7 +61,7 @@ class OffsetOutOfRangeError(KafkaConnectorError):
     """Requested offsets are no longer (or not yet) in the partition's log."""
 
 
-class TransactionLostError(KafkaConnectorError):
+class TransactionLostError(KafkaConnectorError, UnrecoverableCommitError):
     """A pre-committed transaction can no longer be committed: its data will never be visible.
 
     Raised instead of ever passing over such a loss silently. Typical causes: the transaction

@@ -121,6 +121,7 @@ class KafkaTransactionWriter:
             self.transactional_id = None
             self.identity = None
             self.producer = producer or clients.producer(None, dict(config.client_config))
+        self._owns_producer = producer is None
 
     def write(self, record: ProducerRecord | Mapping[str, Any]) -> None:
         args = coerce_record(record, self.config.topic)
@@ -143,7 +144,7 @@ class KafkaTransactionWriter:
             begin_timestamp_ms=self.begin_timestamp_ms,
             transaction_timeout_ms=self.config.transaction_timeout_ms,
         )
-        if self.transactional_id is not None:
+        if self._owns_producer:
             # Drop the client without ending the transaction: the coordinator's commit ends it via
             # EndTxn, from whichever process that happens in.
             self.producer.close()

@@ -1,0 +1,138 @@
+"""The driver side of the exactly-once Spark sink: one micro-batch is one checkpoint.
+
+``commit(messages, N)`` runs the twophase lifecycle for checkpoint N: the committables of every
+task are stored durably under the query's checkpoint location, then every transaction is
+committed (in parallel, bounded), then N is marked committed. :meth:`recover` runs before any task
+of a batch writes (from ``streamWriter()``), so a batch stored but not confirmed committed is
+committed again before Spark's replay of it could re-initialise (and so abort) its transactions.
+
+Spark calls these from short-lived Python worker processes, so nothing is kept in memory between
+calls: the store on disk is the only state.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Sequence
+
+from connectors.kafka.clients import KafkaClients, clients_for
+from connectors.kafka.committable import KafkaCommittable
+from connectors.kafka.committer import KafkaTransactionCommitter
+from connectors.spark.options import SinkOptions
+from twophase import failpoints
+from twophase.checkpoint_store import FileCheckpointStore
+from twophase.coordinator import CheckpointConfig, CheckpointCoordinator
+from twophase.participants import CheckpointParticipant, RestoredState
+
+log = logging.getLogger(__name__)
+
+SINK_PARTICIPANT = "kafka-sink"
+
+
+def committables_of(state: Any) -> list[KafkaCommittable]:
+    return [KafkaCommittable.from_json(c) for c in (state or [])]
+
+
+class _SparkSinkParticipant(CheckpointParticipant):
+    """The sink as the coordinator sees it: tasks acknowledge through the driver's commit()."""
+
+    acknowledges_externally = True
+    commits_on_notify = True
+
+    def __init__(self, committer: KafkaTransactionCommitter) -> None:
+        self.name = SINK_PARTICIPANT
+        self.committer = committer
+        self._acknowledged: dict[int, list[KafkaCommittable]] = {}
+
+    def acknowledging(self, checkpoint_id: int, committables: list[KafkaCommittable]) -> None:
+        self._acknowledged[checkpoint_id] = committables
+
+    def snapshot_state(self, checkpoint_id: int) -> Any:
+        raise RuntimeError("the Spark sink's state arrives from its tasks, never from a snapshot")
+
+    def restore(self, restored: RestoredState) -> None:
+        if restored.checkpoint_id is not None and not restored.committed:
+            failpoints.hit(failpoints.DURING_RESTORE, checkpoint_id=restored.checkpoint_id)
+            log.info("checkpoint %d is stored but not confirmed committed: committing its "
+                     "transactions again", restored.checkpoint_id)
+            self.committer.commit_all(committables_of(restored.state), restored.checkpoint_id)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        self.committer.commit_all(self._acknowledged.pop(checkpoint_id, []), checkpoint_id)
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        self.committer.abort_all(self._acknowledged.pop(checkpoint_id, []), checkpoint_id)
+
+
+class SparkCommitProtocol:
+    def __init__(self, options: SinkOptions, clients: KafkaClients | None = None) -> None:
+        self.options = options
+        config = options.config
+        self.clients = clients or clients_for(config.bootstrap_servers, config.client_config)
+        self.committer = KafkaTransactionCommitter(self.clients, config)
+        self.store = FileCheckpointStore(options.state_dir, options.retained_checkpoints)
+
+    def _coordinator(self) -> tuple[CheckpointCoordinator, _SparkSinkParticipant]:
+        coordinator = CheckpointCoordinator(
+            self.store,
+            CheckpointConfig(
+                checkpoint_interval=None,
+                checkpoint_timeout=self.options.config.checkpoint_timeout_ms / 1000,
+                retained_checkpoints=self.options.retained_checkpoints,
+                # The committer retries retriable errors itself, bounded by the transaction timeout.
+                notify_attempts=1,
+            ),
+        )
+        participant = _SparkSinkParticipant(self.committer)
+        coordinator.register(participant)
+        return coordinator, participant
+
+    def recover(self) -> int:
+        """Commit a stored but unconfirmed checkpoint again; return the newest committed
+        checkpoint id (-1 if none), which write tasks of a replayed batch compare against."""
+        coordinator, _ = self._coordinator()
+        restored = coordinator.restore()
+        return restored.checkpoint_id if restored else -1
+
+    def commit(self, messages: Sequence[Any], checkpoint_id: int) -> None:
+        started = time.monotonic()
+        committables = [KafkaCommittable.from_json(m.committable) for m in messages
+                        if m is not None and m.committable is not None]
+        latest = self.store.latest()
+        if latest is not None and checkpoint_id <= latest.checkpoint_id:
+            # Spark replays a batch whose commit-log entry it lost; its tasks wrote nothing.
+            self.recover()
+            self.committer.abort_all(committables, checkpoint_id)
+            log.info("batch %d was already committed as checkpoint %d; its replay is a no-op",
+                     checkpoint_id, latest.checkpoint_id)
+            return
+        coordinator, participant = self._coordinator()
+        coordinator.restore()
+        coordinator.trigger_checkpoint(checkpoint_id=checkpoint_id)
+        participant.acknowledging(checkpoint_id, committables)
+        coordinator.acknowledge(checkpoint_id, participant.name, [c.to_json() for c in committables])
+        self.abort_lingering(keep=[c.transactional_id for c in committables if c.transactional_id])
+        log.info("batch %d committed: %d transactions, %d records, %.0f ms", checkpoint_id,
+                 len(committables), sum(c.record_count for c in committables),
+                 (time.monotonic() - started) * 1000)
+
+    def abort(self, messages: Sequence[Any], checkpoint_id: int) -> None:
+        committables = [KafkaCommittable.from_json(m.committable) for m in messages
+                        if m is not None and m.committable is not None]
+        log.warning("batch %d failed: aborting %d pre-committed transactions", checkpoint_id, len(committables))
+        self.committer.abort_all(committables, checkpoint_id)
+
+    def abort_lingering(self, keep: Sequence[str] = ()) -> list[str]:
+        """Abort open transactions of this sink left by crashed tasks or a crashed driver.
+
+        Between batches no transaction of this sink may be open, so everything found is left over
+        (a task count that changed between the crashed run and its replay leaves ids no replayed
+        task re-initialises)."""
+        prefix = self.options.config.transactional_id_prefix
+        if not self.options.config.exactly_once or prefix is None:
+            return []
+        return self.committer.abort_lingering(prefix, keep)
+
+    def close(self) -> None:
+        self.committer.close()

@@ -1,0 +1,253 @@
+"""Options of the ``kafka-eos`` format: Spark's Kafka connector names, plus our ``eos.*`` ones.
+
+Spark hands options over case-insensitively (lower-cased keys), so every lookup here is by
+lower-case name, and error messages use the documented spelling.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Mapping
+from urllib.parse import urlparse
+
+from connectors.kafka.clients import TopicPartition
+from connectors.kafka.config import (
+    DEFAULT_CHECKPOINT_TIMEOUT_MS,
+    DEFAULT_RESTART_BUDGET_MS,
+    DEFAULT_TRANSACTION_TIMEOUT_MS,
+    DeliveryGuarantee,
+    KafkaSinkConfig,
+    default_transactional_id_prefix,
+)
+from connectors.kafka.source import KafkaSourceConfig, parse_offsets_json
+
+# Spark's own options that reach a data source; never ours to refuse.
+_SPARK_INTERNAL = {"checkpointlocation", "path"}
+
+SOURCE_OPTIONS = (
+    "kafka.bootstrap.servers", "kafka.*", "subscribe", "subscribePattern", "assign",
+    "startingOffsets", "endingOffsets", "startingOffsetsByTimestamp", "maxOffsetsPerTrigger",
+    "minPartitions", "failOnDataLoss", "includeHeaders", "eos.commitOffsetsToGroup",
+)
+SINK_OPTIONS = (
+    "kafka.bootstrap.servers", "kafka.*", "topic", "includeHeaders",
+    "eos.deliveryGuarantee", "eos.transactionalIdPrefix", "eos.commitParallelism",
+    "eos.checkpointTimeoutMs", "eos.restartBudgetMs", "eos.stateDir", "eos.retainedCheckpoints",
+    "eos.checkpointId",
+)
+
+
+class KafkaEosOptionError(ValueError):
+    """An option is missing, unknown or malformed. The message names it and its valid values."""
+
+
+def _check_known(options: Mapping[str, str], valid: tuple[str, ...], role: str) -> None:
+    exact = {name.lower() for name in valid if not name.endswith("*")}
+    prefixes = tuple(name[:-1].lower() for name in valid if name.endswith("*"))
+    unknown = sorted(k for k in (key.lower() for key in options)
+                     if k not in exact and k not in _SPARK_INTERNAL and not k.startswith(prefixes))
+    if unknown:
+        raise KafkaEosOptionError(
+            f"unknown kafka-eos {role} option(s) {unknown}; valid options: {', '.join(valid)}"
+        )
+
+
+def _get(options: Mapping[str, str], name: str) -> str | None:
+    value = options.get(name.lower())
+    if value is None:
+        value = options.get(name)
+    return None if value is None else str(value)
+
+
+def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = _get(options, name)
+    if raw is None:
+        return default
+    if raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise KafkaEosOptionError(f"option {name} must be true or false, got {raw!r}")
+
+
+def _int(options: Mapping[str, str], name: str, default: int | None, minimum: int) -> int | None:
+    raw = _get(options, name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise KafkaEosOptionError(f"option {name} must be an integer >= {minimum}, got {raw!r}") from None
+    if value < minimum:
+        raise KafkaEosOptionError(f"option {name} must be an integer >= {minimum}, got {value}")
+    return value
+
+
+def _client_config(options: Mapping[str, str]) -> dict[str, str]:
+    """``kafka.*`` options minus the prefix, passed to the Kafka clients as they are."""
+    config = {}
+    for key, value in options.items():
+        if key.lower().startswith("kafka.") and key.lower() != "kafka.bootstrap.servers":
+            config[key[len("kafka."):].lower()] = str(value)
+    for forbidden, reason in (
+        ("group.id", "offsets live in Spark's checkpoint, not in a consumer group "
+                     "(eos.commitOffsetsToGroup mirrors them to a group for lag monitoring)"),
+        ("enable.auto.commit", "offsets live in Spark's checkpoint"),
+        ("transactional.id", "the sink names its transactions itself (eos.transactionalIdPrefix)"),
+        ("isolation.level", "the source always reads read_committed, the only level that keeps "
+                            "aborted records out"),
+    ):
+        if forbidden in config:
+            raise KafkaEosOptionError(f"option kafka.{forbidden} is not supported: {reason}")
+    return config
+
+
+def _bootstrap(options: Mapping[str, str]) -> str:
+    servers = _get(options, "kafka.bootstrap.servers")
+    if not servers:
+        raise KafkaEosOptionError("option kafka.bootstrap.servers is required, e.g. 'host1:9092,host2:9092'")
+    return servers
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    config: KafkaSourceConfig
+    max_offsets_per_trigger: int | None
+    min_partitions: int | None
+    include_headers: bool
+
+
+def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceOptions:
+    _check_known(options, SOURCE_OPTIONS, "source")
+    servers = _bootstrap(options)
+    subscribe = _get(options, "subscribe")
+    pattern = _get(options, "subscribePattern")
+    assign_raw = _get(options, "assign")
+    assign = None
+    if assign_raw is not None:
+        try:
+            parsed = json.loads(assign_raw)
+            assign = {str(t): [int(p) for p in ps] for t, ps in parsed.items()}
+        except (ValueError, TypeError, AttributeError):
+            raise KafkaEosOptionError(
+                f'option assign must be JSON like {{"topicA":[0,1],"topicB":[2,4]}}, got {assign_raw!r}'
+            ) from None
+    starting = _get(options, "startingOffsets") or ("latest" if streaming else "earliest")
+    starting_offsets = starting if starting in ("earliest", "latest") else parse_offsets_json(starting, "startingOffsets")
+    by_time_raw = _get(options, "startingOffsetsByTimestamp")
+    starting_timestamps = None
+    if by_time_raw is not None:
+        starting_timestamps = parse_offsets_json(by_time_raw, "startingOffsetsByTimestamp")
+    ending_raw = _get(options, "endingOffsets")
+    if ending_raw is not None and streaming:
+        raise KafkaEosOptionError("option endingOffsets is for batch queries (spark.read) only")
+    ending: str | dict[TopicPartition, int] | None = None
+    if not streaming:
+        ending_raw = ending_raw or "latest"
+        ending = ending_raw if ending_raw in ("earliest", "latest") else parse_offsets_json(ending_raw, "endingOffsets")
+    max_per_trigger = _int(options, "maxOffsetsPerTrigger", None, 1)
+    if max_per_trigger is not None and not streaming:
+        raise KafkaEosOptionError("option maxOffsetsPerTrigger is for streaming queries only")
+    try:
+        config = KafkaSourceConfig(
+            bootstrap_servers=servers,
+            subscribe=[t.strip() for t in subscribe.split(",") if t.strip()] if subscribe else (),
+            subscribe_pattern=pattern,
+            assign=assign,
+            starting_offsets=starting_offsets,
+            starting_timestamps=starting_timestamps,
+            ending_offsets=ending,
+            fail_on_data_loss=_bool(options, "failOnDataLoss", True),
+            commit_offsets_to_group=_get(options, "eos.commitOffsetsToGroup"),
+            client_config=_client_config(options),
+        )
+    except KafkaEosOptionError:
+        raise
+    except ValueError as exc:
+        raise KafkaEosOptionError(str(exc)) from exc
+    return SourceOptions(
+        config=config,
+        max_offsets_per_trigger=max_per_trigger,
+        min_partitions=_int(options, "minPartitions", None, 1),
+        include_headers=_bool(options, "includeHeaders", False),
+    )
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    config: KafkaSinkConfig
+    state_dir: str
+    retained_checkpoints: int
+    include_headers: bool
+    #: Checkpoint id of a batch write made by the foreachBatch helper (its batch id).
+    checkpoint_id: int | None
+
+
+def _local_dir(value: str, option: str) -> str:
+    parsed = urlparse(value)
+    if parsed.scheme not in ("", "file"):
+        raise KafkaEosOptionError(
+            f"option {option}={value!r}: the exactly-once sink keeps its completed checkpoints on a "
+            "local or mounted POSIX filesystem (it relies on atomic rename and fsync); set "
+            "eos.stateDir to such a path"
+        )
+    return os.path.abspath(parsed.path if parsed.scheme == "file" else value)
+
+
+def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOptions:
+    _check_known(options, SINK_OPTIONS, "sink")
+    servers = _bootstrap(options)
+    topic = _get(options, "topic")
+    guarantee_raw = _get(options, "eos.deliveryGuarantee") or DeliveryGuarantee.EXACTLY_ONCE.value
+    try:
+        guarantee = DeliveryGuarantee.parse(guarantee_raw)
+    except ValueError as exc:
+        raise KafkaEosOptionError(f"option eos.deliveryGuarantee: {exc}") from None
+    client = _client_config(options)
+    timeout_raw = client.pop("transaction.timeout.ms", None)
+    transaction_timeout = DEFAULT_TRANSACTION_TIMEOUT_MS
+    if timeout_raw is not None:
+        transaction_timeout = _int({"kafka.transaction.timeout.ms": timeout_raw}, "kafka.transaction.timeout.ms", None, 1) or 0
+
+    state_dir_raw = _get(options, "eos.stateDir")
+    checkpoint_location = _get(options, "checkpointLocation")
+    sink_identity = f"{servers}|{topic or '<per-record topics>'}"
+    if state_dir_raw:
+        state_dir = _local_dir(state_dir_raw, "eos.stateDir")
+    elif streaming:
+        if not checkpoint_location:
+            raise KafkaEosOptionError(
+                "the exactly-once kafka-eos sink needs the query's checkpointLocation option "
+                "(or eos.stateDir) to store its completed checkpoints"
+            )
+        state_dir = os.path.join(_local_dir(checkpoint_location, "checkpointLocation"), "kafka-eos")
+    else:
+        state_dir = os.path.join(os.path.expanduser("~"), ".kafka-eos", "batch-writes",
+                                 default_transactional_id_prefix("batch", sink_identity))
+    prefix = _get(options, "eos.transactionalIdPrefix") or default_transactional_id_prefix(state_dir, sink_identity)
+    try:
+        config = KafkaSinkConfig(
+            bootstrap_servers=servers,
+            topic=topic,
+            delivery_guarantee=guarantee,
+            transactional_id_prefix=prefix,
+            transaction_timeout_ms=transaction_timeout,
+            checkpoint_timeout_ms=_int(options, "eos.checkpointTimeoutMs", DEFAULT_CHECKPOINT_TIMEOUT_MS, 1) or 0,
+            restart_budget_ms=_int(options, "eos.restartBudgetMs", DEFAULT_RESTART_BUDGET_MS, 0) or 0,
+            commit_parallelism=_int(options, "eos.commitParallelism", 8, 1) or 0,
+            client_config=client,
+        )
+    except KafkaEosOptionError:
+        raise
+    except ValueError as exc:
+        raise KafkaEosOptionError(str(exc)) from exc
+    checkpoint_id = _int(options, "eos.checkpointId", None, 0)
+    if checkpoint_id is not None and streaming:
+        raise KafkaEosOptionError("option eos.checkpointId is for batch writes (the foreachBatch helper) only")
+    return SinkOptions(
+        config=config,
+        state_dir=state_dir,
+        retained_checkpoints=_int(options, "eos.retainedCheckpoints", 3, 1) or 3,
+        include_headers=_bool(options, "includeHeaders", True),
+        checkpoint_id=checkpoint_id,
+    )

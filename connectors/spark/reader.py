@@ -1,0 +1,176 @@
+"""Kafka readers of the ``kafka-eos`` format: streaming (offsets in Spark's offset log) and batch.
+
+Spark plans offset ranges on the driver (``latestOffset``/``partitions``) and reads them on
+executors (``read``). Under read_committed a planned range never ends past the last stable
+offset, so every record in it is decided: reading it again after a failure yields the same
+records, which is what makes the source replayable.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+
+from connectors.kafka.clients import KafkaClients, TopicPartition, clients_for
+from connectors.kafka.errors import OffsetOutOfRangeError
+from connectors.kafka.source import (
+    DataLossError,
+    KafkaOffsetPlanner,
+    from_offsets,
+    plan_ranges,
+    to_offsets,
+)
+from connectors.spark.options import SourceOptions
+from connectors.spark.schema import records_to_arrow
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class KafkaRangePartition(InputPartition):
+    """The offsets [start, end) of one Kafka partition (or a slice of it, for minPartitions)."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+def split_ranges(ranges: dict[TopicPartition, tuple[int, int]], min_partitions: int | None) -> list[KafkaRangePartition]:
+    """One Spark partition per Kafka partition range, split further (largest first, in offset
+    order) until there are at least ``min_partitions`` (Spark's minPartitions)."""
+    pieces = [(tp, s, e) for tp, (s, e) in sorted(ranges.items()) if e > s]
+    target = min_partitions or 0
+    while len(pieces) < target:
+        index = max(range(len(pieces)), key=lambda i: pieces[i][2] - pieces[i][1], default=None)
+        if index is None:
+            break
+        tp, s, e = pieces[index]
+        if e - s < 2:
+            break
+        middle = s + (e - s) // 2
+        pieces[index:index + 1] = [(tp, s, middle), (tp, middle, e)]
+    return [KafkaRangePartition(tp.topic, tp.partition, s, e) for tp, s, e in pieces]
+
+
+class _KafkaReading:
+    """What the streaming and batch readers share: clients made lazily in each process."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._clients: KafkaClients | None = None
+        self._planner: KafkaOffsetPlanner | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Readers are pickled to executors; connections are not picklable and are made there.
+        state = dict(self.__dict__)
+        state["_clients"] = None
+        state["_planner"] = None
+        return state
+
+    @property
+    def clients(self) -> KafkaClients:
+        if self._clients is None:
+            config = self.options.config
+            self._clients = clients_for(config.bootstrap_servers, config.client_config)
+        return self._clients
+
+    @property
+    def planner(self) -> KafkaOffsetPlanner:
+        if self._planner is None:
+            self._planner = KafkaOffsetPlanner(self.options.config, self.clients.admin())
+        return self._planner
+
+    def _read_range(self, partition: KafkaRangePartition) -> Iterator[pa.RecordBatch]:
+        tp = TopicPartition(partition.topic, partition.partition)
+        start = partition.start
+        reader = self.clients.reader(read_committed=self.options.config.read_committed,
+                                     config=self.options.config.client_config)
+        try:
+            try:
+                records = list(reader.read({tp: (start, partition.end)}))
+            except OffsetOutOfRangeError:
+                # Retention removed offsets between planning and reading.
+                earliest = self.planner.check_available({tp: start})[tp]
+                records = list(reader.read({tp: (earliest, partition.end)})) if earliest < partition.end else []
+            yield from records_to_arrow(records, self.options.include_headers)
+        finally:
+            reader.close()
+
+
+class KafkaEosStreamReader(_KafkaReading, DataSourceStreamReader):
+    def initialOffset(self) -> dict:
+        offsets = to_offsets(self.planner.initial_offsets())
+        log.info("kafka-eos source: initial offsets %s", offsets)
+        return offsets
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        positions = self.planner.with_new_partitions(from_offsets(start))
+        latest = self.planner.latest_offsets()
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        ranges = plan_ranges(positions, latest, max_rows)
+        end = dict(positions)
+        for tp, (_, range_end) in ranges.items():
+            end[tp] = range_end
+        return to_offsets(end)
+
+    def reportLatestOffset(self) -> dict | None:
+        latest = self.planner.latest_offsets()
+        return to_offsets(latest) if latest else None
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        end_positions = from_offsets(end)
+        start_positions = from_offsets(start)
+        new = [tp for tp in end_positions if tp not in start_positions]
+        if new:
+            earliest = self.planner.admin.list_offsets(new, "earliest", self.options.config.read_committed)
+            start_positions.update({tp: earliest[tp] for tp in new})
+        start_positions = self.planner.check_available(start_positions)
+        ranges = {tp: (start_positions[tp], e) for tp, e in end_positions.items() if e > start_positions.get(tp, e)}
+        return split_ranges(ranges, self.options.min_partitions)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaRangePartition)
+        return self._read_range(partition)
+
+    def commit(self, end: dict) -> None:
+        group = self.options.config.commit_offsets_to_group
+        if group:
+            # Lag monitoring only: Spark's offset log is the source of truth.
+            try:
+                self.planner.admin.commit_group_offsets(group, from_offsets(end))
+            except Exception as exc:
+                log.warning("committing offsets to group %s for lag monitoring failed: %r", group, exc)
+
+    def stop(self) -> None:
+        if self._planner is not None:
+            self._planner.admin.close()
+
+
+class KafkaEosBatchReader(_KafkaReading, DataSourceReader):
+    def partitions(self) -> Sequence[InputPartition]:
+        start = self.planner.initial_offsets()
+        end = self.planner.ending_offsets() or {}
+        for tp, offset in end.items():
+            if tp in start and offset < start[tp]:
+                raise ValueError(f"endingOffsets {offset} of {tp} is before its startingOffsets {start[tp]}")
+        start = self.planner.check_available(start)
+        ranges = {tp: (s, end.get(tp, s)) for tp, s in start.items()}
+        return split_ranges(ranges, self.options.min_partitions)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaRangePartition)
+        return self._read_range(partition)
+
+
+__all__ = ["DataLossError", "KafkaEosBatchReader", "KafkaEosStreamReader", "KafkaRangePartition", "split_ranges"]

@@ -1,0 +1,114 @@
+"""Spark's Kafka record schema, and the checks Spark's Kafka sink makes on its input columns."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator
+
+import pyarrow as pa
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from connectors.kafka.clients import ConsumedRecord
+
+HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
+
+
+def source_schema(include_headers: bool) -> StructType:
+    """The schema of Spark's Kafka source, column for column."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        fields.append(StructField("headers", HEADERS_TYPE))
+    return StructType(fields)
+
+
+def _arrow_schema(include_headers: bool) -> pa.Schema:
+    fields = [
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestampType", pa.int32()),
+    ]
+    if include_headers:
+        fields.append(pa.field("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))))
+    return pa.schema(fields)
+
+
+def records_to_arrow(records: Iterable[ConsumedRecord], include_headers: bool,
+                     batch_size: int = 65536) -> Iterator[pa.RecordBatch]:
+    """Kafka records as Arrow record batches of at most ``batch_size`` rows."""
+    schema = _arrow_schema(include_headers)
+    columns: list[list[Any]] = [[] for _ in schema]
+    for record in records:
+        columns[0].append(record.key)
+        columns[1].append(record.value)
+        columns[2].append(record.topic)
+        columns[3].append(record.partition)
+        columns[4].append(record.offset)
+        columns[5].append(record.timestamp_ms * 1000)
+        columns[6].append(record.timestamp_type)
+        if include_headers:
+            columns[7].append([{"key": k, "value": v} for k, v in record.headers])
+        if len(columns[0]) >= batch_size:
+            yield pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema)], schema=schema)
+            columns = [[] for _ in schema]
+    if columns[0]:
+        yield pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema)], schema=schema)
+
+
+class SinkSchemaError(ValueError):
+    """The DataFrame written to the sink lacks a column or has one of the wrong type
+    (Spark's Kafka sink raises an AnalysisException for the same cases)."""
+
+
+_TEXT = (StringType, BinaryType)
+_SINK_COLUMNS: dict[str, tuple[tuple[type[DataType], ...], str]] = {
+    "key": (_TEXT, "string or binary"),
+    "value": (_TEXT, "string or binary"),
+    "topic": ((StringType,), "string"),
+    "partition": ((IntegerType,), "int"),
+    "headers": ((ArrayType,), "array<struct<key: string, value: binary>>"),
+}
+
+
+def check_sink_schema(schema: StructType, default_topic: str | None) -> None:
+    """Spark's Kafka sink rules: value required; key, topic, partition, headers optional; a
+    string or binary key/value; a topic from the column or the 'topic' option."""
+    by_name = {f.name: f.dataType for f in schema.fields}
+    if "value" not in by_name:
+        raise SinkSchemaError(
+            f"[kafka-eos] Required attribute 'value' not found in the input columns {sorted(by_name)}")
+    for name, (types, described) in _SINK_COLUMNS.items():
+        if name in by_name and not isinstance(by_name[name], types):
+            raise SinkSchemaError(
+                f"[kafka-eos] {name} attribute type must be {described}, got {by_name[name].simpleString()}")
+    if "headers" in by_name:
+        element = by_name["headers"].elementType  # type: ignore[attr-defined]
+        fields = {f.name: f.dataType for f in getattr(element, "fields", [])}
+        if not isinstance(fields.get("key"), StringType) or not isinstance(fields.get("value"), BinaryType):
+            raise SinkSchemaError(
+                "[kafka-eos] headers attribute type must be array<struct<key: string, value: binary>>, "
+                f"got {by_name['headers'].simpleString()}")
+    if "topic" not in by_name and not default_topic:
+        raise SinkSchemaError(
+            "[kafka-eos] topic option required when no 'topic' attribute is present in the input "
+            f"columns {sorted(by_name)}")

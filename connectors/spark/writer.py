@@ -1,0 +1,210 @@
+"""Kafka writers of the ``kafka-eos`` format (Arrow in): streaming and batch.
+
+On executors each task writes its rows in one Kafka transaction named
+``{prefix}-{partition id}-{checkpoint id}`` and pre-commits it (flush); the handle goes back to
+the driver as the task's commit message. A retried task re-initialises the same id, which fences
+its zombie and aborts the zombie's transaction. A task of a replayed batch that is already
+committed writes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from connectors.kafka.clients import KafkaClients, clients_for
+from connectors.kafka.guardrails import check_transaction_timeout
+from connectors.kafka.writer import KafkaTransactionWriter
+from connectors.spark.commit_protocol import SparkCommitProtocol
+from connectors.spark.options import SinkOptions
+from connectors.spark.schema import check_sink_schema
+from twophase import failpoints
+
+log = logging.getLogger(__name__)
+
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+TASK_FAILURE_RATE_ENV = "KAFKA_EOS_TASK_FAILURE_RATE"
+TASK_FAILURE_SEED_ENV = "KAFKA_EOS_TASK_FAILURE_SEED"
+
+_guardrails_checked: set[tuple[str, int, int]] = set()
+_guardrails_lock = threading.Lock()
+
+
+class InjectedTaskFailure(RuntimeError):
+    """A task failure injected by KAFKA_EOS_TASK_FAILURE_RATE, for failure replay."""
+
+
+@dataclass
+class KafkaCommitMessage(WriterCommitMessage):
+    checkpoint_id: int
+    partition_id: int
+    attempt: int
+    committable: dict[str, Any] | None
+    record_count: int
+    skipped: bool = False
+
+
+def _maybe_fail_task(checkpoint_id: int, partition_id: int, attempt: int) -> None:
+    """Fail the first attempt of a seeded random share of tasks (KAFKA_EOS_TASK_FAILURE_RATE)."""
+    rate = float(os.environ.get(TASK_FAILURE_RATE_ENV, "0") or 0)
+    if rate <= 0 or attempt > 0:
+        return
+    seed = os.environ.get(TASK_FAILURE_SEED_ENV, "0")
+    if random.Random(f"{seed}:{checkpoint_id}:{partition_id}").random() < rate:
+        log.warning("injected task failure: checkpoint %d partition %d", checkpoint_id, partition_id)
+        raise InjectedTaskFailure(f"injected failure of task {partition_id} of checkpoint {checkpoint_id}")
+
+
+def _rows(batch: pa.RecordBatch) -> Iterator[dict[str, Any]]:
+    names = batch.schema.names
+    columns = {name: batch.column(name).to_pylist() for name in
+               ("key", "value", "topic", "partition", "headers") if name in names}
+    for i in range(batch.num_rows):
+        yield {name: column[i] for name, column in columns.items()}
+
+
+class _KafkaWriting:
+    def __init__(self, options: SinkOptions, schema: StructType, committed_through: int) -> None:
+        self.options = options
+        self.schema = schema
+        self.committed_through = committed_through
+
+    def _clients(self) -> KafkaClients:
+        config = self.options.config
+        return clients_for(config.bootstrap_servers, config.client_config)
+
+    def _write_task(self, batches: Iterator[pa.RecordBatch], checkpoint_id: int) -> KafkaCommitMessage:
+        context = TaskContext.get()
+        partition_id = context.partitionId() if context else 0
+        attempt = context.attemptNumber() if context else 0
+        if checkpoint_id <= self.committed_through:
+            for _ in batches:  # Spark expects the input consumed
+                pass
+            return KafkaCommitMessage(checkpoint_id, partition_id, attempt, None, 0, skipped=True)
+        clients = self._clients()
+        writer: KafkaTransactionWriter | None = None
+        try:
+            for batch in batches:
+                for row in _rows(batch):
+                    if writer is None:
+                        writer = KafkaTransactionWriter(clients, self.options.config, partition_id, checkpoint_id)
+                    writer.write(row)
+            _maybe_fail_task(checkpoint_id, partition_id, attempt)
+            if writer is None:
+                return KafkaCommitMessage(checkpoint_id, partition_id, attempt, None, 0)
+            failpoints.hit(failpoints.BEFORE_PRE_COMMIT, checkpoint_id=checkpoint_id, task=partition_id)
+            committable = writer.pre_commit()
+            failpoints.hit(failpoints.AFTER_PRE_COMMIT, checkpoint_id=checkpoint_id, task=partition_id)
+        except BaseException:
+            if writer is not None:
+                writer.abort()
+            raise
+        return KafkaCommitMessage(checkpoint_id, partition_id, attempt, committable.to_json(),
+                                  committable.record_count)
+
+
+def prepare_sink(options: SinkOptions, schema: StructType) -> int:
+    """Run on the driver before tasks write: check the input schema and the broker's limits, and
+    recover the sink's last checkpoint. Returns the newest committed checkpoint id."""
+    check_sink_schema(schema, options.config.topic)
+    config = options.config
+    key = (config.bootstrap_servers, config.transaction_timeout_ms, config.checkpoint_timeout_ms + config.restart_budget_ms)
+    with _guardrails_lock:
+        if key not in _guardrails_checked:
+            admin = clients_for(config.bootstrap_servers, config.client_config).admin()
+            try:
+                check_transaction_timeout(config, admin)
+            finally:
+                admin.close()
+            _guardrails_checked.add(key)
+    if not config.exactly_once:
+        return -1
+    protocol = SparkCommitProtocol(options)
+    try:
+        return protocol.recover()
+    finally:
+        protocol.close()
+
+
+class KafkaEosStreamWriter(_KafkaWriting, DataSourceStreamArrowWriter):
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+        context = TaskContext.get()
+        raw = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
+        if raw is None:
+            raise RuntimeError(
+                f"kafka-eos: the Spark local property {BATCH_ID_PROPERTY!r} is not set in this task, "
+                "so the micro-batch cannot be identified; exactly-once needs it (Spark 4.x sets it "
+                "for every streaming write task)")
+        return self._write_task(iterator, int(raw))
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        if not self.options.config.exactly_once:
+            return
+        protocol = SparkCommitProtocol(self.options)
+        try:
+            protocol.commit(messages, batchId)
+        finally:
+            protocol.close()
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        if not self.options.config.exactly_once:
+            return
+        protocol = SparkCommitProtocol(self.options)
+        try:
+            protocol.abort(messages, batchId)
+        finally:
+            protocol.close()
+
+
+class KafkaEosBatchWriter(_KafkaWriting, DataSourceArrowWriter):
+    """``df.write.format("kafka-eos")``: every task's transaction committed in one two-phase
+    commit, recorded in the sink's state directory first (a crash mid-commit is completed by the
+    next write with the same state directory)."""
+
+    def __init__(self, options: SinkOptions, schema: StructType, committed_through: int) -> None:
+        super().__init__(options, schema, committed_through)
+        # The foreachBatch helper passes its batch id; a plain batch write gets a fresh id above
+        # every stored one (wall-clock ms keeps ids increasing across writers of one directory).
+        self.checkpoint_id = options.checkpoint_id if options.checkpoint_id is not None else max(
+            int(time.time() * 1000), committed_through + 1)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+        return self._write_task(iterator, self.checkpoint_id)
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        if not self.options.config.exactly_once:
+            return
+        ids = {m.checkpoint_id for m in messages if isinstance(m, KafkaCommitMessage)}
+        if len(ids) > 1:
+            raise RuntimeError(f"kafka-eos: tasks of one batch write reported checkpoints {sorted(ids)}")
+        if not ids:
+            return
+        protocol = SparkCommitProtocol(self.options)
+        try:
+            protocol.commit(messages, ids.pop())
+        finally:
+            protocol.close()
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        if not self.options.config.exactly_once:
+            return
+        protocol = SparkCommitProtocol(self.options)
+        try:
+            protocol.abort(messages, self.checkpoint_id)
+            protocol.abort_lingering()
+        finally:
+            protocol.close()
