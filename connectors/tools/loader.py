@@ -1,0 +1,114 @@
+"""Loads an input topic whose every record has a unique id, so ``verify`` can match it.
+
+Record ``i`` has key ``str(i)`` and value ``{"id": i, "seq": i, "payload": ...}``: ``verify`` can
+match by ``key`` or ``json:id``. The records are written in committed transactions, and one
+aborted transaction of ``aborted`` records (ids ``aborted-<n>``) is written half way through:
+a pipeline that reads its input with read_committed never passes those on, and ``verify`` reports
+any that reach the output as aborted reads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+
+from connectors.kafka.clients import KafkaClients
+from connectors.kafka.errors import KafkaConnectorError
+from connectors.tools.verify import ProgressCallback
+
+log = logging.getLogger(__name__)
+
+_FLUSH_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    topic: str
+    committed: int
+    aborted: int
+    partitions: int
+
+
+def ensure_topic(clients: KafkaClients, topic: str, partitions: int) -> int:
+    """Create ``topic`` with ``partitions`` unless it exists; return its partition count."""
+    admin = clients.admin()
+    try:
+        if topic in admin.list_topics():
+            return len(admin.partitions(topic))
+        try:
+            admin.create_topic(topic, partitions)
+        except KafkaConnectorError as exc:
+            # Another process may have created it in between (the fake says TOPIC_ALREADY_EXISTS).
+            if "ALREADY_EXISTS" not in str(exc):
+                raise
+        return len(admin.partitions(topic))
+    finally:
+        admin.close()
+
+
+def _write_transaction(clients: KafkaClients, topic: str, records: list[tuple[bytes, bytes]],
+                       commit: bool) -> None:
+    # One producer per transaction: the transaction is ended with EndTxn from the control plane
+    # (the seam has no producer-side commit), after which the producer is done.
+    transactional_id = f"kafka-eos-loader-{uuid.uuid4().hex[:12]}"
+    producer = clients.producer(transactional_id, {})
+    try:
+        identity = producer.init_transactions(_FLUSH_TIMEOUT_S)
+        producer.begin_transaction()
+        for key, value in records:
+            producer.produce(topic, value, key=key)
+        producer.flush(_FLUSH_TIMEOUT_S)
+    finally:
+        producer.close()
+    control = clients.txn_control()
+    try:
+        control.end_transaction(transactional_id, identity, commit)
+    finally:
+        control.close()
+
+
+def record(i: int, payload_bytes: int = 32) -> tuple[bytes, bytes]:
+    """The key and value of input record ``i``."""
+    value = {"id": i, "seq": i, "payload": "x" * payload_bytes}
+    return str(i).encode(), json.dumps(value, separators=(",", ":")).encode()
+
+
+def load_input(
+    clients: KafkaClients,
+    topic: str,
+    records: int,
+    *,
+    partitions: int = 3,
+    aborted: int = 50,
+    transaction_size: int = 5000,
+    progress: ProgressCallback | None = None,
+) -> LoadResult:
+    """Create ``topic`` (if needed) and write ``records`` committed records plus one aborted
+    transaction of ``aborted`` records in the middle."""
+    if records < 0 or aborted < 0 or transaction_size < 1:
+        raise ValueError("records and aborted must be >= 0 and transaction_size >= 1")
+    partition_count = ensure_topic(clients, topic, partitions)
+    phase = f"loading {topic}"
+    written = 0
+    aborted_written = False
+    if progress:
+        progress(phase, 0, records)
+    while written < records or (aborted and not aborted_written):
+        if aborted and not aborted_written and written >= records // 2:
+            junk = [(f"aborted-{n}".encode(), json.dumps({"id": f"aborted-{n}"}).encode()) for n in range(aborted)]
+            _write_transaction(clients, topic, junk, commit=False)
+            aborted_written = True
+            continue
+        end = min(records, written + transaction_size)
+        if aborted and not aborted_written:
+            # Stop the transaction at the middle, where the aborted one goes.
+            end = min(end, max(records // 2, written + 1))
+        _write_transaction(clients, topic, [record(i) for i in range(written, end)], commit=True)
+        written = end
+        if progress:
+            progress(phase, written, records)
+    log.info("loaded %d committed records (+%d aborted) into %s (%d partitions)", records, aborted,
+             topic, partition_count)
+    return LoadResult(topic, records, aborted, partition_count)
