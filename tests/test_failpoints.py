@@ -52,3 +52,16 @@ def test_exit_action_kills_the_process_from_env():
                             cwd=os.path.dirname(os.path.dirname(__file__)))
     assert result.returncode == failpoints.EXIT_CODE
     assert "survived" not in result.stdout
+
+
+def test_exit_can_kill_the_whole_process_group():
+    # The child runs in a process group of its own (as Spark's workers do), yet the named group dies.
+    code = ("import subprocess, sys, os; "
+            "env = dict(os.environ, KAFKA_EOS_FAILPOINTS='mid_commit:exit', KAFKA_EOS_FAILPOINT_KILL_GROUP=str(os.getpgid(0))); "
+            "subprocess.run([sys.executable, '-c', \"from twophase import failpoints; failpoints.hit('mid_commit')\"], env=env, "
+            "preexec_fn=os.setpgrp); "
+            "print('parent survived')")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, start_new_session=True,
+                            cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert result.returncode == -9
+    assert "parent survived" not in result.stdout

@@ -14,6 +14,12 @@ Each entry is ``NAME:ACTION[@HIT]``. ACTION is ``raise`` (raise :class:`Failpoin
 ``exit`` (``os._exit(137)``: no cleanup, no flush, like ``kill -9``) or ``sleep(MS)``.
 ``@HIT`` fires the action only on the HIT-th time the point is reached (1-based); without it the
 action fires every time.
+
+``exit`` ends the process that reaches the point. Where that process is a helper of a bigger job
+(a Spark Python worker running the driver-side commit), set ``KAFKA_EOS_FAILPOINT_KILL_GROUP`` to
+the job's process group id to SIGKILL that whole group instead: the job dies as if its host lost
+power. (Spark's worker daemon puts workers in a group of their own, so "the caller's group" would
+not reach the driver.)
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -28,6 +35,7 @@ from dataclasses import dataclass
 log = logging.getLogger(__name__)
 
 ENV_VAR = "KAFKA_EOS_FAILPOINTS"
+KILL_GROUP_ENV = "KAFKA_EOS_FAILPOINT_KILL_GROUP"
 EXIT_CODE = 137
 
 BEFORE_PRE_COMMIT = "before_pre_commit"
@@ -164,6 +172,9 @@ def hit(name: str, **context: object) -> None:
         # flushed, so that whoever replays failures can tell which point fired.
         for handler in logging.getLogger().handlers:
             handler.flush()
+        group = os.environ.get(KILL_GROUP_ENV)
+        if group:
+            os.killpg(int(group), signal.SIGKILL)
         os._exit(EXIT_CODE)
 
 

@@ -24,7 +24,7 @@ from connectors.kafka.config import (
 from connectors.kafka.source import KafkaSourceConfig, parse_offsets_json
 
 # Spark's own options that reach a data source; never ours to refuse.
-_SPARK_INTERNAL = {"checkpointlocation", "path"}
+_SPARK_INTERNAL = {"checkpointlocation", "path", "queryname"}
 
 SOURCE_OPTIONS = (
     "kafka.bootstrap.servers", "kafka.*", "subscribe", "subscribePattern", "assign",
