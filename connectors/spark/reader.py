@@ -14,7 +14,12 @@ from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 
 from connectors.kafka.clients import KafkaClients, TopicPartition, clients_for
 from connectors.kafka.errors import OffsetOutOfRangeError
@@ -103,7 +108,16 @@ class _KafkaReading:
             reader.close()
 
 
-class KafkaEosStreamReader(_KafkaReading, DataSourceStreamReader):
+class KafkaEosStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: SourceOptions) -> None:
+        super().__init__(options)
+        # Trigger.AvailableNow: the LSOs when the query started; nothing past them is read.
+        self._target: dict[TopicPartition, int] | None = None
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self.planner.latest_offsets()
+        log.info("kafka-eos source: Trigger.AvailableNow reads up to %s", to_offsets(self._target))
+
     def initialOffset(self) -> dict:
         offsets = to_offsets(self.planner.initial_offsets())
         log.info("kafka-eos source: initial offsets %s", offsets)
@@ -117,6 +131,9 @@ class KafkaEosStreamReader(_KafkaReading, DataSourceStreamReader):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         positions = self.planner.with_new_partitions(from_offsets(start))
         latest = self.planner.latest_offsets()
+        if self._target is not None:
+            # Partitions that appeared after the target was taken are not read in this run.
+            latest = {tp: min(o, self._target.get(tp, positions.get(tp, o))) for tp, o in latest.items()}
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         ranges = plan_ranges(positions, latest, max_rows)
         end = dict(positions)
