@@ -1,0 +1,222 @@
+"""The kafka-eos format on Spark local[2,4] over the fake cluster (shared across Spark's Python
+worker processes through its state file). Every write task of this module fails its first
+attempt with a seeded probability, so each test also shows that retried tasks are fenced."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark")
+
+from connectors.kafka.fake_cluster import FakeKafkaClients  # noqa: E402
+from connectors.spark.writer import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV  # noqa: E402
+from kafka_fixtures import produce_aborted, produce_committed, read_all  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory):
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ[TASK_FAILURE_RATE_ENV] = "0.3"
+    os.environ[TASK_FAILURE_SEED_ENV] = "7"
+    from pyspark.sql import SparkSession
+
+    from connectors.spark import register
+
+    session = (SparkSession.builder.master("local[2,4]").appName("kafka-eos-tests")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+               .config("spark.local.dir", str(tmp_path_factory.mktemp("spark-local")))
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    yield session
+    session.stop()
+    os.environ.pop(TASK_FAILURE_RATE_ENV, None)
+
+
+@pytest.fixture
+def fake(tmp_path):
+    clients = FakeKafkaClients(tmp_path / "kafka.db")
+    clients.admin().create_topic("in", 3)
+    clients.admin().create_topic("out", 3)
+    return clients
+
+
+def load(fake, n, topic="in"):
+    values = [json.dumps({"id": f"r{i}", "n": i}).encode() for i in range(n)]
+    produce_committed(fake, topic, values[: n // 2], key_of=lambda v: json.loads(v)["id"].encode(), txn_id="l1")
+    produce_aborted(fake, topic, [b"aborted-1", b"aborted-2"])
+    produce_committed(fake, topic, values[n // 2:], key_of=lambda v: json.loads(v)["id"].encode(), txn_id="l2")
+    return values
+
+
+def start_copy(spark, fake, checkpoint, **extra):
+    source = (spark.readStream.format("kafka-eos").option("kafka.bootstrap.servers", fake.bootstrap_servers)
+              .option("subscribe", "in").option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", "300").load())
+    writer = (source.selectExpr("key", "value").writeStream.format("kafka-eos")
+              .option("kafka.bootstrap.servers", fake.bootstrap_servers).option("topic", "out")
+              .option("checkpointLocation", str(checkpoint)))
+    for key, value in extra.items():
+        writer = writer.option(key, value)
+    return writer.start()
+
+
+def drop_commit_log_entry(checkpoint: Path, batch_id: int) -> None:
+    """What a driver crash after our commit and before Spark's commit-log write leaves behind."""
+    (checkpoint / "commits" / str(batch_id)).unlink()
+    (checkpoint / "commits" / f".{batch_id}.crc").unlink(missing_ok=True)
+
+
+def assert_exactly_once(fake, values):
+    output = Counter(r.value for r in read_all(fake, "out"))
+    assert {v: n for v, n in output.items() if n > 1} == {}, "duplicates"
+    assert set(values) - set(output) == set(), "lost records"
+    assert set(output) == set(values), "unexpected records (aborted input leaked?)"
+    assert fake.txn_control().list_open_transactions("") == []
+
+
+def test_streaming_copy_is_exactly_once_and_stores_each_batch(spark, fake, tmp_path):
+    values = load(fake, 1500)
+    query = start_copy(spark, fake, tmp_path / "chk")
+    query.processAllAvailable()
+    batches = [p["batchId"] for p in query.recentProgress if p["numInputRows"]]
+    query.stop()
+    assert len(batches) >= 5, "maxOffsetsPerTrigger was not honoured"
+    assert_exactly_once(fake, values)
+    store = tmp_path / "chk" / "kafka-eos"
+    stored = sorted(int(p.name[4:]) for p in store.glob("chk-*"))
+    assert stored == batches[-3:]
+    for chk in stored:
+        assert (store / f"chk-{chk}" / "_committed").exists()
+        metadata = json.loads((store / f"chk-{chk}" / "_metadata").read_text())
+        committables = metadata["checkpoint"]["operator_states"]["kafka-sink"]
+        assert committables and all(c["transactional_id"].endswith(f"-{chk}") for c in committables)
+
+
+def test_replayed_batch_that_was_committed_writes_nothing(spark, fake, tmp_path):
+    values = load(fake, 900)
+    checkpoint = tmp_path / "chk"
+    query = start_copy(spark, fake, checkpoint)
+    query.processAllAvailable()
+    query.stop()
+    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    drop_commit_log_entry(checkpoint, last)
+    query = start_copy(spark, fake, checkpoint)
+    query.processAllAvailable()
+    query.stop()
+    assert (checkpoint / "commits" / str(last)).exists(), "the batch was not replayed"
+    assert_exactly_once(fake, values)
+
+
+def test_stored_but_unconfirmed_batch_is_recommitted_before_the_replay(spark, fake, tmp_path):
+    values = load(fake, 600)
+    checkpoint = tmp_path / "chk"
+    query = start_copy(spark, fake, checkpoint)
+    query.processAllAvailable()
+    query.stop()
+    store = checkpoint / "kafka-eos"
+    last = max(int(p.name[4:]) for p in store.glob("chk-*"))
+    (store / f"chk-{last}" / "_committed").unlink()
+    drop_commit_log_entry(checkpoint, last)
+    query = start_copy(spark, fake, checkpoint)
+    query.processAllAvailable()
+    query.stop()
+    assert (store / f"chk-{last}" / "_committed").exists()
+    assert_exactly_once(fake, values)
+
+
+def test_batch_write_and_bounded_batch_read(spark, fake, tmp_path):
+    rows = [(f"k{i}".encode(), f"v{i}".encode()) for i in range(200)]
+    df = spark.createDataFrame(rows, "key binary, value binary").repartition(3)
+    (df.write.format("kafka-eos").option("kafka.bootstrap.servers", fake.bootstrap_servers)
+     .option("topic", "out").option("eos.stateDir", str(tmp_path / "state")).mode("append").save())
+    assert sorted(r.value for r in read_all(fake, "out")) == sorted(v for _, v in rows)
+    assert fake.txn_control().list_open_transactions("") == []
+
+    read = (spark.read.format("kafka-eos").option("kafka.bootstrap.servers", fake.bootstrap_servers)
+            .option("subscribe", "out").option("startingOffsets", "earliest")
+            .option("endingOffsets", "latest").option("minPartitions", "6").load())
+    assert read.rdd.getNumPartitions() >= 6
+    got = read.select("key", "value", "topic", "partition", "offset", "timestamp", "timestampType").collect()
+    assert sorted(r.value for r in got) == sorted(v for _, v in rows)
+    assert {r.topic for r in got} == {"out"}
+
+
+def test_headers_round_trip(spark, fake, tmp_path):
+    df = spark.sql("SELECT CAST('k' AS BINARY) AS key, 'v' AS value, "
+                   "array(named_struct('key', 'h1', 'value', CAST('x' AS BINARY))) AS headers")
+    (df.write.format("kafka-eos").option("kafka.bootstrap.servers", fake.bootstrap_servers)
+     .option("topic", "out").option("eos.stateDir", str(tmp_path / "state")).mode("append").save())
+    read = (spark.read.format("kafka-eos").option("kafka.bootstrap.servers", fake.bootstrap_servers)
+            .option("subscribe", "out").option("includeHeaders", "true").load().collect())
+    assert [(r.key, r.value, [(h.key, h.value) for h in r.headers]) for r in read] == [(b"k", b"v", [("h1", b"x")])]
+
+
+def test_foreach_batch_helper_is_exactly_once_across_replays(spark, fake, tmp_path):
+    from connectors.spark.foreach_batch import exactly_once_foreach_batch
+
+    values = load(fake, 600)
+    calls = []
+
+    def transform(batch_df, batch_id):
+        calls.append(batch_id)
+        return batch_df.selectExpr("key", "value")
+
+    def start():
+        source = (spark.readStream.format("kafka-eos").option("kafka.bootstrap.servers", fake.bootstrap_servers)
+                  .option("subscribe", "in").option("startingOffsets", "earliest")
+                  .option("maxOffsetsPerTrigger", "250").load())
+        handler = exactly_once_foreach_batch(transform, **{
+            "kafka.bootstrap.servers": fake.bootstrap_servers, "topic": "out",
+            "eos.stateDir": str(tmp_path / "chk" / "kafka-eos")})
+        return source.writeStream.foreachBatch(handler).option("checkpointLocation", str(tmp_path / "chk")).start()
+
+    query = start()
+    query.processAllAvailable()
+    query.stop()
+    last = max(calls)
+    drop_commit_log_entry(tmp_path / "chk", last)
+    query = start()
+    query.processAllAvailable()
+    query.stop()
+    assert calls.count(last) == 2, "the last batch was not replayed"
+    assert_exactly_once(fake, values)
+
+
+def test_sink_without_value_column_names_the_column(spark, fake, tmp_path):
+    source = (spark.readStream.format("kafka-eos").option("kafka.bootstrap.servers", fake.bootstrap_servers)
+              .option("subscribe", "in").load())
+    query = (source.selectExpr("key").writeStream.format("kafka-eos")
+             .option("kafka.bootstrap.servers", fake.bootstrap_servers).option("topic", "out")
+             .option("checkpointLocation", str(tmp_path / "chk")).start())
+    load(fake, 10)
+    with pytest.raises(Exception, match="Required attribute 'value' not found"):
+        query.processAllAvailable()
+
+
+def test_unknown_option_lists_the_valid_ones(spark, fake):
+    with pytest.raises(Exception, match=r"unknown kafka-eos source option\(s\) \['subscrbe'\].*subscribePattern"):
+        (spark.read.format("kafka-eos").option("kafka.bootstrap.servers", fake.bootstrap_servers)
+         .option("subscrbe", "in").load().collect())
+
+
+def test_speculation_is_refused_at_registration():
+    from types import SimpleNamespace
+
+    from connectors.spark import SpeculationNotSupportedError, register
+
+    registered = []
+    session = SimpleNamespace(conf=SimpleNamespace(get=lambda key, default=None: "true"),
+                              dataSource=SimpleNamespace(register=registered.append))
+    with pytest.raises(SpeculationNotSupportedError, match="spark.speculation=false"):
+        register(session)
+    assert registered == []
