@@ -2,11 +2,16 @@
 checkpointed by the twophase coordinator in one Python process.
 
     python examples/copy_pipeline.py --bootstrap localhost:9092 --input in --output out \
-        --checkpoint-dir /tmp/chk --bounded [--failpoint after_pre_commit:exit@3]
+        --checkpoint-dir /tmp/chk --bounded [--failpoint after_pre_commit:exit@3] \
+        [--metrics-file /tmp/metrics.jsonl]
 
 Each input value is written to the output with a suffix (``--suffix``), keyed like the input, so
 a verifier can match output to input by key. With ``--bounded`` the job stops once it has copied
 everything that was in the input when it started; a restarted job resumes from its checkpoint.
+
+Expected failures (a missing topic, an unreachable broker, a transaction the broker aborted) end
+the job with exit status 1 and one error line naming the error type, e.g. ``TransactionLostError``,
+which is what ``kafka-eos replay`` looks for.
 """
 
 from __future__ import annotations
@@ -17,10 +22,17 @@ import os
 import sys
 import zlib
 
-from connectors.kafka.config import DeliveryGuarantee, KafkaSinkConfig
+from connectors.kafka.config import (
+    DEFAULT_CHECKPOINT_TIMEOUT_MS,
+    DEFAULT_RESTART_BUDGET_MS,
+    DeliveryGuarantee,
+    KafkaSinkConfig,
+)
+from connectors.kafka.errors import KafkaConnectorError
 from connectors.kafka.sink import KafkaSink
 from connectors.kafka.source import KafkaSource, KafkaSourceConfig
 from connectors.kafka.writer import ProducerRecord
+from connectors.tools.job_metrics import CheckpointMetrics
 from twophase import failpoints
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.coordinator import CheckpointConfig, CheckpointCoordinator
@@ -43,6 +55,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--delivery-guarantee", default="exactly_once",
                         choices=[g.value for g in DeliveryGuarantee])
     parser.add_argument("--transaction-timeout-ms", type=int, default=15 * 60 * 1000)
+    parser.add_argument("--checkpoint-timeout-ms", type=int, default=DEFAULT_CHECKPOINT_TIMEOUT_MS,
+                        help="a checkpoint not acknowledged within this is aborted (default: %(default)s)")
+    parser.add_argument("--restart-budget-ms", type=int, default=DEFAULT_RESTART_BUDGET_MS,
+                        help="the longest a restart may take before recovery commits (default: %(default)s); "
+                             "with --checkpoint-timeout-ms it must fit in --transaction-timeout-ms")
+    parser.add_argument("--metrics-file", default=None,
+                        help="append one JSON line per committed checkpoint here (for kafka-eos replay)")
     parser.add_argument("--bounded", action="store_true", help="stop at the input's end offsets at start")
     parser.add_argument("--suffix", default="|copied")
     parser.add_argument("--failpoint", action="append", default=[],
@@ -71,19 +90,22 @@ def run(args: argparse.Namespace) -> int:
         delivery_guarantee=DeliveryGuarantee.parse(args.delivery_guarantee),
         transactional_id_prefix=args.transactional_id_prefix,
         transaction_timeout_ms=args.transaction_timeout_ms,
-        checkpoint_timeout_ms=60_000,
-        restart_budget_ms=60_000,
+        checkpoint_timeout_ms=args.checkpoint_timeout_ms,
+        restart_budget_ms=args.restart_budget_ms,
     )
     sinks = [KafkaSink(sink_config, name=f"sink-{i}", writer=i, job_id=f"{job_id}|{args.output}")
              for i in range(args.writers)]
     coordinator = CheckpointCoordinator(
         FileCheckpointStore(args.checkpoint_dir),
-        CheckpointConfig(checkpoint_interval=args.checkpoint_interval, tolerable_failed_checkpoints=3),
+        CheckpointConfig(checkpoint_interval=args.checkpoint_interval, tolerable_failed_checkpoints=3,
+                         checkpoint_timeout=args.checkpoint_timeout_ms / 1000),
     )
     suffix = args.suffix.encode()
     writers = args.writers
+    copied = [0]
 
     def transform(record):  # type: ignore[no-untyped-def]
+        copied[0] += 1
         yield ProducerRecord(value=(record.value or b"") + suffix, key=record.key)
 
     def route(value: ProducerRecord) -> int:
@@ -91,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
 
     pipeline = LocalPipeline(coordinator, source, transform, sinks, route=route,
                              max_poll_records=args.max_poll_records)
+    # Registered after the sinks, so it hears of a checkpoint once every sink has committed it.
+    # Always registered, file or not: checkpoints name it, and restoring them needs it.
+    coordinator.register(CheckpointMetrics(coordinator, args.metrics_file, lambda: copied[0]))
     if not args.bounded:
         log.info("running unbounded; stop with Ctrl-C")
     result = pipeline.run()
@@ -105,7 +130,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
-    return run(args)
+    try:
+        return run(args)
+    except (KafkaConnectorError, ValueError) as exc:
+        # Expected conditions (a missing topic, an unreachable broker, a lost transaction, a
+        # configuration the guardrails refuse) get one clear line, not a traceback.
+        log.error("%s: %s", type(exc).__name__, exc)
+        return 1
 
 
 if __name__ == "__main__":
