@@ -103,23 +103,48 @@ class LocalKafkaBroker:
         """Stop the broker this object started (and only that process); idempotent."""
         process, self._process = self._process, None
         atexit.unregister(self.stop)
-        if process is not None and process.poll() is None:
-            log.info("local Kafka: stopping pid %d", process.pid)
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=self.stop_grace_s)
-            except subprocess.TimeoutExpired:
-                log.warning(
-                    "local Kafka: pid %d still running after %.0f s; killing it",
-                    process.pid,
-                    self.stop_grace_s,
-                )
-                process.kill()
-                process.wait(timeout=10)
+        if process is not None:
+            self._terminate(process)
         self.bootstrap_servers = None
         if self._own_work_dir and self.work_dir is not None:
             shutil.rmtree(self.work_dir, ignore_errors=True)
             self.work_dir = None
+
+    def restart(self, downtime_s: float = 0.0) -> str:
+        """Stop the broker (SIGTERM, a clean shutdown), stay down for ``downtime_s`` seconds, and
+        start it again on the same ports with the same data, as an operator's rolling restart
+        would. Returns the (unchanged) bootstrap address once clients are served again."""
+        process, bootstrap = self._process, self.bootstrap_servers
+        if process is None or bootstrap is None or self.work_dir is None:
+            raise LocalBrokerError("restart() needs a broker started by start()")
+        self._terminate(process)
+        time.sleep(max(0.0, downtime_s))
+        # No format this time: the storage keeps its cluster id, topics and transaction state.
+        self._spawn(self.work_dir / "server.properties", self._environment(self.work_dir), self.work_dir)
+        try:
+            self._wait_until_ready(bootstrap)
+        except BaseException:
+            self.stop()
+            raise
+        assert self._process is not None
+        log.info("local Kafka: restarted at %s (pid %d)", bootstrap, self._process.pid)
+        return bootstrap
+
+    def _terminate(self, process: subprocess.Popen[bytes]) -> None:
+        if process.poll() is not None:
+            return
+        log.info("local Kafka: stopping pid %d", process.pid)
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=self.stop_grace_s)
+        except subprocess.TimeoutExpired:
+            log.warning(
+                "local Kafka: pid %d still running after %.0f s; killing it",
+                process.pid,
+                self.stop_grace_s,
+            )
+            process.kill()
+            process.wait(timeout=10)
 
     @property
     def pid(self) -> int | None:
@@ -149,6 +174,11 @@ class LocalKafkaBroker:
         env = self._environment(work_dir)
         self._format_storage(props, env)
         log.info("local Kafka: starting in %s on %s:%d", work_dir, _HOST, broker_port)
+        self._spawn(props, env, work_dir)
+        return f"{_HOST}:{broker_port}"
+
+    def _spawn(self, props: Path, env: Mapping[str, str], work_dir: Path) -> None:
+        assert self._log_file is not None
         with open(self._log_file, "ab") as out:
             # kafka-server-start.sh exec's into java, so this PID is the broker JVM itself.
             # A new session keeps a terminal's Ctrl-C from killing the broker behind stop()'s back.
@@ -157,13 +187,12 @@ class LocalKafkaBroker:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=env,
+                env=dict(env),
                 cwd=work_dir,
                 start_new_session=True,
             )
         # A test run that dies without stop() must not leave a JVM behind.
         atexit.register(self.stop)
-        return f"{_HOST}:{broker_port}"
 
     def _check_distribution(self) -> None:
         for script in ("kafka-server-start.sh", "kafka-storage.sh"):
