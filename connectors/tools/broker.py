@@ -1,0 +1,278 @@
+"""Finding (or starting) a Kafka broker for ``demo`` and ``replay``, and checking it answers.
+
+:func:`find_broker` tries, in this order:
+
+1. an explicit bootstrap address (``--bootstrap``), which may also be a ``fake-kafka://<file>``
+   cluster;
+2. ``KAFKA_BOOTSTRAP_SERVERS``: a running cluster; nothing is started or stopped;
+3. a Docker engine that answers: an ``apache/kafka`` container (KRaft, single node) started with
+   testcontainers (image overridable with ``KAFKA_EOS_IMAGE``);
+4. ``KAFKA_HOME``: a Kafka 4.x distribution started by the kit's ``LocalKafkaBroker`` on loopback
+   ports.
+
+When none is available it raises :class:`NoBrokerError` saying exactly what to provide.
+
+A broker the tool started can be restarted by ``replay`` (the broker-restart scenario) when its
+launcher supports a restart that keeps data and ports; a fake cluster is "restarted" by making it
+unavailable for a while. A broker the tool did not start is never touched.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+import time
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Callable, Mapping
+
+from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from connectors.kafka.clients import FAKE_SCHEME
+
+log = logging.getLogger(__name__)
+
+DEFAULT_IMAGE = "apache/kafka:4.0.0"
+#: The broker aborts timed-out transactions only every this many ms (Kafka's default is 10 s).
+#: Brokers the tool starts check every second, so the transaction-timeout scenario is quick.
+TXN_CLEANUP_INTERVAL_KEY = "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+OWN_BROKER_TXN_CLEANUP_MS = 1000
+
+NO_BROKER_HELP = (
+    "No Kafka broker available. Provide one of:\n"
+    "  - KAFKA_BOOTSTRAP_SERVERS=host:port   a running Kafka cluster (3.x/4.x, transactions enabled,\n"
+    "                                        transaction state log replication factor <= brokers)\n"
+    "  - a running Docker engine             testcontainers starts {image} (single-node KRaft)\n"
+    "  - KAFKA_HOME=<path>                   an unpacked Apache Kafka 4.x distribution, with Java on\n"
+    "                                        PATH; the kit starts it on 127.0.0.1\n"
+    "Tried: {tried}"
+)
+
+
+class NoBrokerError(RuntimeError):
+    """No broker could be found or started; the message says what to provide."""
+
+
+class BrokerUnreachableError(RuntimeError):
+    """Nothing accepts connections at the bootstrap address (after bounded retries)."""
+
+
+@dataclass
+class Broker:
+    """A broker to run against: where it is, who started it, and what the tool may do with it."""
+
+    bootstrap_servers: str
+    origin: str
+    owned: bool
+    #: ``restart(downtime_s)``: take the broker down for ``downtime_s`` and bring it back with its
+    #: data and address; None when not possible (``restart_unavailable`` says why).
+    restart: Callable[[float], None] | None = None
+    restart_unavailable: str | None = None
+    #: How often the broker aborts timed-out transactions, when known.
+    txn_cleanup_interval_ms: int | None = None
+    _stop: Callable[[], None] | None = field(default=None, repr=False)
+
+    def stop(self) -> None:
+        """Stop the broker if the tool started it; idempotent."""
+        stop, self._stop = self._stop, None
+        if stop is not None:
+            log.info("stopping %s", self.origin)
+            stop()
+
+    def __enter__(self) -> "Broker":
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
+# -- reachability --------------------------------------------------------------------------------
+
+def _addresses(bootstrap: str) -> list[tuple[str, int]]:
+    found = []
+    for entry in bootstrap.split(","):
+        entry = re.sub(r"^[A-Za-z_]+://", "", entry.strip())
+        if not entry:
+            continue
+        host, sep, port = entry.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"bootstrap address {entry!r} is not host:port (in {bootstrap!r})")
+        found.append((host.strip("[]"), int(port)))
+    if not found:
+        raise ValueError(f"no host:port in bootstrap address {bootstrap!r}")
+    return found
+
+
+def check_reachable(bootstrap: str, *, attempts: int = 4, connect_timeout_s: float = 3.0,
+                    max_wait_s: float = 4.0) -> None:
+    """Raise BrokerUnreachableError unless some bootstrap address accepts a TCP connection,
+    retrying with exponential backoff ``attempts`` times. A ``fake-kafka://`` address always
+    passes. This catches the common mistakes (wrong host or port, broker not started) in seconds
+    instead of the clients' 30 s timeouts."""
+    if bootstrap.startswith(FAKE_SCHEME):
+        return
+    addresses = _addresses(bootstrap)
+    errors: dict[str, str] = {}
+
+    def try_all() -> None:
+        for host, port in addresses:
+            try:
+                with socket.create_connection((host, port), timeout=connect_timeout_s):
+                    return
+            except OSError as exc:
+                errors[f"{host}:{port}"] = exc.strerror or str(exc)
+        raise ConnectionError("; ".join(f"{a}: {e}" for a, e in errors.items()))
+
+    started = time.monotonic()
+    retrying = Retrying(
+        retry=retry_if_exception_type(ConnectionError),
+        stop=stop_after_attempt(attempts),
+        wait=wait_exponential(multiplier=0.5, max=max_wait_s),
+        before_sleep=lambda state: log.info("Kafka at %s not reachable yet (attempt %d); retrying",
+                                            bootstrap, state.attempt_number),
+    )
+    try:
+        retrying(try_all)
+    except RetryError:
+        raise BrokerUnreachableError(
+            f"cannot reach Kafka at {bootstrap}: {'; '.join(f'{a}: {e}' for a, e in errors.items())} "
+            f"({attempts} attempts over {time.monotonic() - started:.0f} s). Check the address "
+            "(--bootstrap or KAFKA_BOOTSTRAP_SERVERS), that the broker is running, and that its "
+            "advertised listeners are reachable from this machine."
+        ) from None
+
+
+# -- discovery -----------------------------------------------------------------------------------
+
+def _fake_broker(bootstrap: str) -> Broker:
+    from connectors.kafka.fake_cluster import FakeKafkaClients
+
+    fake = FakeKafkaClients(bootstrap[len(FAKE_SCHEME):])
+
+    def outage(downtime_s: float) -> None:
+        fake.set_available(False)
+        try:
+            time.sleep(downtime_s)
+        finally:
+            fake.set_available(True)
+
+    return Broker(fake.bootstrap_servers, f"fake cluster {fake.path}", owned=True, restart=outage,
+                  txn_cleanup_interval_ms=0)
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=3)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception as exc:  # any failure means "no usable Docker engine"
+        log.info("Docker engine not usable: %s", exc)
+        return False
+
+
+def _container_broker(image: str) -> Broker:
+    """An apache/kafka container in KRaft mode. testcontainers' KafkaContainer targets the
+    Confluent images (its start script calls /etc/confluent/docker/*); the apache image is driven
+    by KAFKA_* variables and /etc/kafka/docker/run, so those two steps are replaced."""
+    from testcontainers.community.kafka import KafkaContainer
+
+    class ApacheKafkaContainer(KafkaContainer):
+        def configure(self) -> None:
+            self.wait_for = re.compile(r".*Kafka Server started.*")
+            env = {
+                "CLUSTER_ID": self.cluster_id,
+                "KAFKA_NODE_ID": "1",
+                "KAFKA_PROCESS_ROLES": "broker,controller",
+                "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+                "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@localhost:9094",
+                "KAFKA_LISTENERS": f"{self.listeners},CONTROLLER://0.0.0.0:9094",
+                "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": f"{self.security_protocol_map},CONTROLLER:PLAINTEXT",
+                "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
+                "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
+                "KAFKA_TRANSACTION_STATE_LOG_NUM_PARTITIONS": "1",
+                "KAFKA_TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS": str(OWN_BROKER_TXN_CLEANUP_MS),
+                "KAFKA_HEAP_OPTS": "-Xmx512m -Xms256m",
+            }
+            for name, value in env.items():
+                self.with_env(name, value)
+
+        def tc_start(self) -> None:
+            host = self.get_container_host_ip()
+            port = self.get_exposed_port(self.port)
+            script = (
+                "#!/bin/bash\n"
+                f"export KAFKA_ADVERTISED_LISTENERS={self.listener_name}://{host}:{port},"
+                "BROKER://$(hostname -i | cut -d' ' -f1):9092\n"
+                "exec /etc/kafka/docker/run\n"
+            )
+            self.create_file(script.encode(), KafkaContainer.TC_START_SCRIPT)
+
+    container = ApacheKafkaContainer(image=image)
+    container.start(timeout=120)
+    return Broker(
+        container.get_bootstrap_server(), f"Docker container {image} (testcontainers)", owned=True,
+        # The host port is mapped at random and changes when the container restarts, while the
+        # advertised listener keeps the old one: a restart would leave clients unable to connect.
+        restart_unavailable="the container's randomly mapped host port changes on a restart",
+        txn_cleanup_interval_ms=OWN_BROKER_TXN_CLEANUP_MS, _stop=container.stop,
+    )
+
+
+def _local_broker(kafka_home: str, work_dir: str | None) -> Broker:
+    from connectors.kafka.local_broker import LocalKafkaBroker
+
+    broker = LocalKafkaBroker(kafka_home, work_dir,
+                              extra_config={TXN_CLEANUP_INTERVAL_KEY: str(OWN_BROKER_TXN_CLEANUP_MS)})
+    bootstrap = broker.start()
+    restart = getattr(broker, "restart", None)
+    return Broker(
+        bootstrap, f"Kafka at KAFKA_HOME={kafka_home} (LocalKafkaBroker, pid {broker.pid})", owned=True,
+        restart=(lambda downtime_s: restart(downtime_s=downtime_s)) if restart else None,
+        restart_unavailable=None if restart else "this version of LocalKafkaBroker cannot restart a broker",
+        txn_cleanup_interval_ms=OWN_BROKER_TXN_CLEANUP_MS, _stop=broker.stop,
+    )
+
+
+def find_broker(explicit: str | None = None, *, environ: Mapping[str, str] | None = None,
+                work_dir: str | None = None) -> Broker:
+    """The first broker available, in the order of the module docstring; NoBrokerError if none."""
+    env = os.environ if environ is None else environ
+    if explicit:
+        if explicit.startswith(FAKE_SCHEME):
+            return _fake_broker(explicit)
+        return Broker(explicit, "--bootstrap", owned=False,
+                      restart_unavailable="the broker was not started by this tool")
+    from_env = env.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
+    if from_env:
+        if from_env.startswith(FAKE_SCHEME):
+            return _fake_broker(from_env)
+        return Broker(from_env, "KAFKA_BOOTSTRAP_SERVERS", owned=False,
+                      restart_unavailable="the broker was not started by this tool")
+    image = env.get("KAFKA_EOS_IMAGE", DEFAULT_IMAGE)
+    kafka_home = env.get("KAFKA_HOME", "").strip()
+    tried = ["KAFKA_BOOTSTRAP_SERVERS is not set"]
+    if _docker_answers():
+        try:
+            return _container_broker(image)
+        except Exception as exc:  # image pull, port, or startup failures: fall back to KAFKA_HOME
+            log.warning("Kafka container %s did not start: %s", image, exc)
+            tried.append(f"Docker answered but {image} did not start: {exc}")
+    else:
+        tried.append("no Docker engine answered")
+    if kafka_home:
+        from connectors.kafka.local_broker import LocalBrokerError
+
+        try:
+            return _local_broker(kafka_home, work_dir)
+        except LocalBrokerError as exc:
+            tried.append(f"KAFKA_HOME={kafka_home} did not start: {str(exc).splitlines()[0]}")
+    else:
+        tried.append("KAFKA_HOME is not set")
+    raise NoBrokerError(NO_BROKER_HELP.format(image=image, tried="; ".join(tried)))

@@ -1,0 +1,241 @@
+"""The job ``replay`` drives: a command template, and one run of it as a child process.
+
+A template is a shell-like command line with placeholders::
+
+    {python} {examples}/copy_pipeline.py --bootstrap {bootstrap} --input {input}
+        --output {output} --checkpoint-dir {checkpoint_dir} --bounded --metrics-file {metrics_file}
+
+``{python}`` is this interpreter, ``{examples}`` the kit's ``examples/`` folder; the others are
+filled per scenario. A job must stop by itself once it has processed its input (``--bounded``),
+resume from ``{checkpoint_dir}`` when restarted, exit 0 when done and non-zero on failure.
+Failpoints reach the kit's examples as ``--failpoint NAME:ACTION@HIT`` and a custom job through
+``KAFKA_EOS_FAILPOINTS`` (every job built on ``twophase`` reads it); executor task failures
+through ``KAFKA_EOS_TASK_FAILURE_RATE`` / ``KAFKA_EOS_TASK_FAILURE_SEED``. The kit's examples also
+take ``--transaction-timeout-ms``, ``--checkpoint-timeout-ms`` and ``--restart-budget-ms``.
+``{metrics_file}`` is optional: without it there are no latency plots for the job.
+
+Each run starts in a new session (its own process group), so ``kill -9`` reaches the job and
+every process it spawned (a Spark driver's JVM), and nothing else.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shlex
+import signal
+import string
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+log = logging.getLogger(__name__)
+
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+
+PLACEHOLDERS = ("python", "examples", "bootstrap", "input", "output", "checkpoint_dir", "metrics_file",
+                "checkpoint_interval", "batch_records")
+_REQUIRED = ("bootstrap", "input", "output", "checkpoint_dir")
+
+
+@dataclass(frozen=True)
+class Engine:
+    script: str
+    template: str
+    #: Records per batch when the user does not say: a few dozen checkpoints for the demo's input.
+    default_batch_records: int
+
+
+ENGINES: dict[str, Engine] = {
+    # INFO: each run's log then shows every checkpoint and recovery step.
+    "inprocess": Engine(
+        "copy_pipeline.py",
+        "{python} {examples}/copy_pipeline.py --bootstrap {bootstrap} --input {input} --output {output} "
+        "--checkpoint-dir {checkpoint_dir} --bounded --metrics-file {metrics_file} "
+        "--checkpoint-interval {checkpoint_interval} --max-poll-records {batch_records} --log-level INFO",
+        500),
+    # Spark's micro-batches are its checkpoints: their size is maxOffsetsPerTrigger.
+    "spark": Engine(
+        "spark_pipeline.py",
+        "{python} {examples}/spark_pipeline.py --bootstrap {bootstrap} --input {input} --output {output} "
+        "--checkpoint-dir {checkpoint_dir} --bounded --transform copy --max-offsets-per-trigger {batch_records}",
+        2000),
+}
+
+TRANSACTION_LOST = re.compile(r"TransactionLostError")
+_LOST_RECORDS = re.compile(r"with (\d+) records cannot be committed")
+_FAILPOINT_FIRED = re.compile(r"failpoint (\w+) fired")
+
+
+class JobTemplateError(ValueError):
+    """A job command template that cannot be used."""
+
+
+@dataclass(frozen=True)
+class JobTemplate:
+    """A job command line with placeholders; ``engine`` is ``inprocess``, ``spark`` or ``custom``."""
+
+    text: str
+    engine: str
+    #: True when the job takes the kit's example flags (--transaction-timeout-ms and friends).
+    takes_kit_flags: bool
+
+    @classmethod
+    def for_engine(cls, engine: str) -> "JobTemplate":
+        if engine not in ENGINES:
+            raise JobTemplateError(f"unknown engine {engine!r}; one of {', '.join(ENGINES)}")
+        script = EXAMPLES_DIR / ENGINES[engine].script
+        if not script.is_file():
+            hint = (" The Spark example is not in this checkout yet; use --engine inprocess, or "
+                    "--job-command with your own Spark job." if engine == "spark" else
+                    " Install the kit from a checkout (pip install -e .) so its examples are there.")
+            raise JobTemplateError(f"the {engine} engine runs {script}, which does not exist.{hint}")
+        return cls(ENGINES[engine].template, engine, takes_kit_flags=True)
+
+    @property
+    def default_batch_records(self) -> int:
+        return ENGINES[self.engine].default_batch_records if self.engine in ENGINES else 500
+
+    @classmethod
+    def custom(cls, text: str) -> "JobTemplate":
+        try:
+            names = {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
+            shlex.split(text)
+        except ValueError as exc:
+            raise JobTemplateError(f"job command {text!r} cannot be parsed: {exc}") from None
+        unknown = names - set(PLACEHOLDERS)
+        if unknown:
+            raise JobTemplateError(f"job command has unknown placeholders {sorted(unknown)}; "
+                                   f"known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
+        missing = [p for p in _REQUIRED if p not in names]
+        if missing:
+            raise JobTemplateError(
+                f"job command must contain {', '.join('{' + p + '}' for p in missing)} so every scenario "
+                "runs against its own output topic and checkpoint directory")
+        return cls(text, "custom", takes_kit_flags=False)
+
+    @property
+    def writes_metrics(self) -> bool:
+        return "{metrics_file}" in self.text
+
+    def render(self, values: Mapping[str, str], extra_args: list[str] | None = None) -> list[str]:
+        """The argv of one run: every placeholder filled (each as one argument), plus extras."""
+        fill = {"python": sys.executable, "examples": str(EXAMPLES_DIR), **values}
+        missing = [name for name in PLACEHOLDERS if name not in fill and "{" + name + "}" in self.text]
+        if missing:
+            raise JobTemplateError(f"no value for placeholders {missing}")
+        # Split first, then fill each word: a value with spaces stays one argument.
+        argv = [word.format(**fill) for word in shlex.split(self.text)]
+        return argv + list(extra_args or [])
+
+
+@dataclass
+class RunResult:
+    """One run of the job."""
+
+    argv: list[str]
+    env_overrides: dict[str, str]
+    log_path: Path
+    start_ms: int
+    end_ms: int = 0
+    exit_code: int | None = None
+    killed: bool = False
+    timed_out: bool = False
+    #: When a fault hit this run (the kill, the exit at a failpoint or any other failure, the
+    #: broker going down), and when it was over (the broker back); wall-clock ms.
+    fault_start_ms: int | None = None
+    fault_end_ms: int | None = None
+    failpoints_fired: list[str] = field(default_factory=list)
+    transaction_lost: bool = False
+    lost_records_reported: int = 0
+
+    @property
+    def succeeded(self) -> bool:
+        return self.exit_code == 0 and not self.killed and not self.timed_out
+
+    def mark_fault(self, start_ms: int, end_ms: int) -> None:
+        self.fault_start_ms, self.fault_end_ms = start_ms, end_ms
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "argv": self.argv, "env": self.env_overrides, "log": str(self.log_path),
+            "start_ms": self.start_ms, "end_ms": self.end_ms, "exit_code": self.exit_code,
+            "killed": self.killed, "timed_out": self.timed_out, "fault_start_ms": self.fault_start_ms,
+            "fault_end_ms": self.fault_end_ms,
+            "failpoints_fired": self.failpoints_fired, "transaction_lost": self.transaction_lost,
+            "lost_records_reported": self.lost_records_reported,
+        }
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class JobRun:
+    """One started run of the job, in its own session; output goes to ``log_path``."""
+
+    def __init__(self, argv: list[str], env_overrides: Mapping[str, str], log_path: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "KAFKA_EOS_FAILPOINTS"}
+        env.update(env_overrides)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.result = RunResult(list(argv), dict(env_overrides), log_path, start_ms=_now_ms())
+        with open(log_path, "wb") as out:
+            out.write(f"$ {shlex.join(argv)}  # env {dict(env_overrides)}\n".encode())
+            out.flush()
+            self._process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        log.info("job started (pid %d): %s", self._process.pid, shlex.join(argv))
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    def running(self) -> bool:
+        return self._process.poll() is None
+
+    def kill(self) -> bool:
+        """SIGKILL the run's whole process group; False if it had already exited."""
+        if self._process.poll() is not None:
+            return False
+        now = _now_ms()
+        try:
+            # The group id is the pid: the run was started as a session leader.
+            os.killpg(self._process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return False
+        self.result.fault_start_ms = self.result.fault_end_ms = now
+        self.result.killed = True
+        log.info("job pid %d killed with SIGKILL", self._process.pid)
+        return True
+
+    def wait(self, timeout_s: float) -> RunResult:
+        """Wait for the exit (killing the run if it takes longer than ``timeout_s``), then read
+        what its log says about failpoints and lost transactions."""
+        try:
+            self._process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            log.error("job pid %d still running after %.0f s; killing it", self._process.pid, timeout_s)
+            self.kill()
+            self.result.killed = False
+            self.result.timed_out = True
+            self._process.wait()
+        result = self.result
+        result.end_ms = _now_ms()
+        result.exit_code = self._process.returncode
+        text = result.log_path.read_text(errors="replace") if result.log_path.exists() else ""
+        result.failpoints_fired = _FAILPOINT_FIRED.findall(text)
+        result.transaction_lost = bool(TRANSACTION_LOST.search(text))
+        result.lost_records_reported = max((int(n) for n in _LOST_RECORDS.findall(text)), default=0)
+        if result.fault_start_ms is None and result.exit_code not in (0, None):
+            result.fault_start_ms = result.fault_end_ms = result.end_ms
+        return result

@@ -1,0 +1,454 @@
+"""``kafka-eos replay``: run a job under a matrix of injected faults, restart it after each failure
+until its input is processed, and verify every scenario's output.
+
+Every scenario writes to its own output topic and checkpoint directory, reading the same input.
+Scenarios (one row each in the report):
+
+- ``baseline``: no fault;
+- one per failpoint of ``twophase.failpoints`` (``before_pre_commit`` ... ``after_commit``): the
+  job dies abruptly (``os._exit``, or SIGKILL of its process group for the Spark example; no
+  cleanup, like kill -9) the N-th time it reaches the point;
+  ``during_restore`` first crashes after a pre-commit, then again while restoring;
+- ``kill9``: SIGKILL to the job's process group at seeded random moments;
+- ``task_failures``: executor tasks fail at a seeded rate (``KAFKA_EOS_TASK_FAILURE_RATE`` /
+  ``KAFKA_EOS_TASK_FAILURE_SEED``); not applicable to the in-process engine, which has no tasks;
+- ``broker_restart``: the broker goes down and comes back mid-run; only for a broker the tool
+  started (or a fake cluster, which is made unavailable for a while);
+- ``txn_timeout``: a transaction outlives ``transaction.timeout.ms`` between pre-commit and
+  commit, so the broker aborts it. The job must fail with ``TransactionLostError``; the verifier
+  then shows the loss, reported as "loss detected and reported", never as silent loss.
+
+All randomness (failpoint hit counts, kill moments, broker restart moment, task failure seeds)
+comes from ``random.Random(f"{seed}:{scenario}")``, so a seed reproduces a run and adding a
+scenario does not change the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from connectors.kafka.clients import KafkaClients, clients_for
+from connectors.tools.broker import TXN_CLEANUP_INTERVAL_KEY, Broker
+from connectors.tools.job_metrics import CheckpointEvent, read_metrics
+from connectors.tools.jobs import JobRun, JobTemplate, RunResult
+from connectors.tools.loader import ensure_topic
+from connectors.tools.verify import ProgressCallback, VerifyReport, verify
+from twophase import failpoints
+
+log = logging.getLogger(__name__)
+
+FAILPOINT_SCENARIOS = tuple(failpoints.ALL)
+SCENARIOS = ("baseline", *FAILPOINT_SCENARIOS, "kill9", "task_failures", "broker_restart", "txn_timeout")
+DEMO_SCENARIOS = ("baseline", "after_pre_commit", "mid_commit", "kill9", "broker_restart", "txn_timeout")
+
+PASSED, FAILED, SKIPPED, INCONCLUSIVE = "passed", "failed", "skipped", "inconclusive"
+
+_TXN_TIMEOUT_MS = 3000
+_TXN_TIMEOUT_MARGIN_MS = 2000
+_DEFAULT_BROKER_CLEANUP_MS = 10_000  # Kafka's default transaction.abort.timed.out...interval.ms
+_FIRST_HIT = 3
+
+
+def parse_scenarios(text: str) -> list[str]:
+    """``all``, ``demo``, or a comma-separated list of scenario names."""
+    if text.strip() == "all":
+        return list(SCENARIOS)
+    if text.strip() == "demo":
+        return list(DEMO_SCENARIOS)
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown or not names:
+        raise ValueError(f"unknown scenarios {unknown or text!r}; choose from all, demo, or "
+                         f"{', '.join(SCENARIOS)}")
+    return list(dict.fromkeys(names))
+
+
+@dataclass
+class ReplayOptions:
+    bootstrap: str
+    input_topic: str
+    template: JobTemplate
+    work_dir: Path
+    scenarios: Sequence[str] = SCENARIOS
+    seed: int = 1
+    id_field: str = "key"
+    output_id_field: str | None = None
+    check_order: bool = False
+    #: Output topic names are ``{output_prefix}-{scenario}``.
+    output_prefix: str = "eos-replay-out"
+    #: Seconds between checkpoints and records per batch, for templates that use
+    #: {checkpoint_interval} / {batch_records}; None: the engine's default batch size.
+    checkpoint_interval: float = 0.2
+    batch_records: int | None = None
+    kills: int = 3
+    max_runs: int = 10
+    run_timeout_s: float = 600.0
+    broker: Broker | None = None
+    broker_downtime_s: float = 3.0
+    task_failure_rate: float = 0.2
+    client_config: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ScenarioResult:
+    name: str
+    fault: str
+    status: str
+    verdict: str
+    output_topic: str | None = None
+    runs: list[RunResult] = field(default_factory=list)
+    verify: VerifyReport | None = None
+    #: (fault start, fault end, first checkpoint committed after the end) in wall-clock ms, one
+    #: per fault; for a crash start and end are the same moment.
+    recoveries: list[tuple[int, int, int | None]] = field(default_factory=list)
+    checkpoints: list[CheckpointEvent] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    started_ms: int = 0
+    ended_ms: int = 0
+
+    @property
+    def restarts(self) -> int:
+        return max(0, len(self.runs) - 1)
+
+    @property
+    def recovery_ms(self) -> list[int]:
+        return [done - start for start, _end, done in self.recoveries if done is not None]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name, "fault": self.fault, "status": self.status, "verdict": self.verdict,
+            "output_topic": self.output_topic, "restarts": self.restarts,
+            "runs": [r.to_json() for r in self.runs],
+            "verify": self.verify.to_json() if self.verify else None,
+            "recoveries": [{"fault_start_ms": s, "fault_end_ms": e, "first_commit_ms": d,
+                            "recovery_ms": None if d is None else d - s} for s, e, d in self.recoveries],
+            "checkpoints": [c.__dict__ for c in self.checkpoints],
+            "notes": self.notes, "started_ms": self.started_ms, "ended_ms": self.ended_ms,
+        }
+
+
+@dataclass
+class ReplayResult:
+    bootstrap: str
+    broker_origin: str | None
+    input_topic: str
+    engine: str
+    job_command: str
+    seed: int
+    scenarios: list[ScenarioResult]
+
+    @property
+    def passed(self) -> bool:
+        return all(s.status in (PASSED, SKIPPED) for s in self.scenarios)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "bootstrap": self.bootstrap, "broker": self.broker_origin, "input_topic": self.input_topic,
+            "engine": self.engine, "job_command": self.job_command, "seed": self.seed,
+            "passed": self.passed, "scenarios": [s.to_json() for s in self.scenarios],
+        }
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Replay:
+    """Runs the scenario matrix of :class:`ReplayOptions`; see the module docstring."""
+
+    def __init__(self, options: ReplayOptions, *, progress: ProgressCallback | None = None,
+                 events: Callable[[str], None] | None = None) -> None:
+        self.options = options
+        self.progress = progress
+        self._events = events
+        self.clients: KafkaClients = clients_for(options.bootstrap, options.client_config)
+        #: Seconds a fault-free run took and the checkpoints it made (from the baseline), to
+        #: place kills, broker restarts and failpoint hits inside a running job.
+        self._baseline_s: float | None = None
+        self._baseline_checkpoints = 0
+
+    def _event(self, message: str) -> None:
+        log.info("%s", message)
+        if self._events:
+            self._events(message)
+
+    def run(self) -> ReplayResult:
+        opts = self.options
+        partitions = len(self.clients.admin().partitions(opts.input_topic))
+        order = sorted(opts.scenarios, key=lambda n: n != "baseline")  # baseline first: it times the job
+        results = [self._scenario(name, partitions) for name in order]
+        return ReplayResult(opts.bootstrap, opts.broker.origin if opts.broker else None, opts.input_topic,
+                            opts.template.engine, opts.template.text, opts.seed, results)
+
+    # -- one scenario ------------------------------------------------------------------------------
+
+    def _not_applicable(self, name: str) -> str | None:
+        opts = self.options
+        if name == "task_failures" and opts.template.engine == "inprocess":
+            return "not applicable: the in-process engine has no executor tasks (use --engine spark)"
+        if name == "broker_restart":
+            if opts.broker is None:
+                return "skipped: no broker handle (the broker was not found by this tool)"
+            if opts.broker.restart is None:
+                return f"skipped: {opts.broker.restart_unavailable or 'the broker cannot be restarted'}"
+        if name == "txn_timeout" and not opts.template.takes_kit_flags:
+            return ("skipped: a custom job command must take --transaction-timeout-ms, "
+                    "--checkpoint-timeout-ms and --restart-budget-ms for this scenario")
+        return None
+
+    def _scenario(self, name: str, partitions: int) -> ScenarioResult:
+        opts = self.options
+        rng = random.Random(f"{opts.seed}:{name}")
+        fault = self._describe(name)
+        reason = self._not_applicable(name)
+        if reason is not None:
+            self._event(f"{name}: {reason}")
+            return ScenarioResult(name, fault, SKIPPED, reason)
+        result = ScenarioResult(name, fault, INCONCLUSIVE, "", started_ms=_now_ms())
+        result.output_topic = f"{opts.output_prefix}-{name.replace('_', '-')}"
+        ensure_topic(self.clients, result.output_topic, partitions)
+        folder = opts.work_dir / name
+        folder.mkdir(parents=True, exist_ok=True)
+        metrics_file = folder / "metrics.jsonl"
+        metrics_file.unlink(missing_ok=True)
+        values = {"bootstrap": opts.bootstrap, "input": opts.input_topic, "output": result.output_topic,
+                  "checkpoint_dir": str(folder / "checkpoints"), "metrics_file": str(metrics_file),
+                  "checkpoint_interval": f"{opts.checkpoint_interval:g}",
+                  "batch_records": str(opts.batch_records or opts.template.default_batch_records)}
+        self._event(f"{name}: {fault}")
+        if name == "txn_timeout":
+            self._run_txn_timeout(result, rng, values, folder)
+        else:
+            self._run_until_done(name, result, rng, values, folder)
+        metrics = read_metrics(metrics_file)
+        result.checkpoints = metrics.checkpoints
+        result.recoveries = [(start, end, first.committed_ms if (first := metrics.first_commit_after(end)) else None)
+                             for start, end in self._faults(result)]
+        if not opts.template.writes_metrics:
+            result.notes.append("the job command has no {metrics_file}: no checkpoint timings")
+        self._verify(result)
+        result.ended_ms = _now_ms()
+        if name == "baseline" and result.status == PASSED:
+            self._baseline_s = (result.runs[-1].end_ms - result.runs[-1].start_ms) / 1000
+            self._baseline_checkpoints = len(result.checkpoints)
+        self._event(f"{name}: {result.verdict}")
+        return result
+
+    def _describe(self, name: str) -> str:
+        """The fault in general terms; a run's plan replaces it with the seeded specifics."""
+        if name == "baseline":
+            return "none"
+        if name in FAILPOINT_SCENARIOS:
+            return f"crash at failpoint {name}"
+        return {"kill9": "kill -9 at random moments", "task_failures": "executor task failures",
+                "broker_restart": "broker restart mid-run",
+                "txn_timeout": "a transaction outlives transaction.timeout.ms"}[name]
+
+    def _last_hit(self) -> int:
+        return max(_FIRST_HIT + 2, self._baseline_checkpoints // 4)
+
+    def _fault_window_s(self) -> tuple[float, float]:
+        """Seconds after a start in which a fault should land to hit a running job."""
+        if self._baseline_s is None:
+            return 0.5, 4.0
+        # Runs vary in speed (the baseline, the first run, also pays for cold caches): stay well
+        # inside the baseline's duration.
+        return 0.1 * self._baseline_s, 0.5 * self._baseline_s
+
+    def _start(self, values: Mapping[str, str], folder: Path, run_number: int, env: Mapping[str, str],
+               failpoint: str | None = None, extra: list[str] | None = None) -> JobRun:
+        args = list(extra or [])
+        run_env = dict(env)
+        if failpoint is not None:
+            if self.options.template.takes_kit_flags:
+                # The kit's examples take --failpoint; the Spark one also makes a failpoint's exit
+                # kill its whole process group (driver JVM and Python workers).
+                args += ["--failpoint", failpoint]
+            else:
+                run_env[failpoints.ENV_VAR] = failpoint
+        return JobRun(self.options.template.render(values, args), run_env, folder / f"run-{run_number:02d}.log")
+
+    def _run_until_done(self, name: str, result: ScenarioResult, rng: random.Random,
+                        values: Mapping[str, str], folder: Path) -> None:
+        opts = self.options
+        result.fault, plan = self._plan(name, rng)
+        for number in range(1, opts.max_runs + 1):
+            step = plan.pop(0) if plan else {}
+            run = self._start(values, folder, number, step.get("env", {}), step.get("failpoint"))
+            if "kill_after_s" in step:
+                time.sleep(step["kill_after_s"])
+                if not run.kill():
+                    result.notes.append(f"run {number}: finished before the kill at {step['kill_after_s']:.2f} s")
+            elif "broker_restart_after_s" in step:
+                time.sleep(step["broker_restart_after_s"])
+                if run.running():
+                    assert opts.broker is not None and opts.broker.restart is not None
+                    down = _now_ms()
+                    self._event(f"{name}: restarting the broker ({opts.broker.origin})")
+                    opts.broker.restart(opts.broker_downtime_s)
+                    run.result.mark_fault(down, _now_ms())
+                else:
+                    result.notes.append(f"run {number}: finished before the broker restart")
+            outcome = run.wait(opts.run_timeout_s)
+            result.runs.append(outcome)
+            self._progress_event(name, outcome, number)
+            if "failpoint" in step and not outcome.failpoints_fired:
+                result.notes.append(f"run {number}: failpoint {step['failpoint']} did not fire")
+            if outcome.succeeded:
+                return
+            if not step and not outcome.killed:
+                result.notes.append(f"run {number}: unplanned failure, exit {outcome.exit_code}: "
+                                    f"{outcome.log_tail(1)}")
+        result.notes.append(f"the job did not finish within {opts.max_runs} runs")
+
+    def _plan(self, name: str, rng: random.Random) -> tuple[str, list[dict]]:
+        """The fault, described with its seeded specifics, and what each run of the scenario
+        gets, in order; runs after the plan run clean."""
+        opts = self.options
+        if name == "baseline":
+            return "none", []
+        # Every failpoint is reached at least once per checkpoint, so a hit up to a quarter of
+        # the baseline's checkpoint count fires while the job runs, even when a run is much faster
+        # than the baseline (fewer time-triggered checkpoints). From the third hit on: a job's
+        # first checkpoint may come before it has read anything.
+        last_hit = self._last_hit()
+        if name == failpoints.DURING_RESTORE:
+            hit = rng.randint(_FIRST_HIT, last_hit)
+            first = f"{failpoints.AFTER_PRE_COMMIT}:exit@{hit}"
+            second = f"{failpoints.DURING_RESTORE}:exit"
+            return (f"crash at {failpoints.AFTER_PRE_COMMIT} (hit {hit}), then at {name}",
+                    [{"failpoint": first}, {"failpoint": second}])
+        if name in FAILPOINT_SCENARIOS:
+            hit = rng.randint(_FIRST_HIT, last_hit)
+            spec = f"{name}:exit@{hit}"
+            return f"crash at {name} (hit {hit})", [{"failpoint": spec}]
+        low, high = self._fault_window_s()
+        if name == "kill9":
+            delays = [rng.uniform(low, high) for _ in range(opts.kills)]
+            return ("kill -9 at " + ", ".join(f"{d:.1f}" for d in delays) + " s after start",
+                    [{"kill_after_s": d} for d in delays])
+        if name == "broker_restart":
+            delay = rng.uniform(low, high)
+            return (f"broker down {opts.broker_downtime_s:g} s at {delay:.1f} s after start",
+                    [{"broker_restart_after_s": delay}])
+        if name == "task_failures":
+            seed = rng.randrange(2**31)
+            env = {"KAFKA_EOS_TASK_FAILURE_RATE": str(opts.task_failure_rate),
+                   "KAFKA_EOS_TASK_FAILURE_SEED": str(seed)}
+            # Every run: the engine retries failed tasks itself.
+            return (f"task failure rate {opts.task_failure_rate:g} (seed {seed})",
+                    [{"env": env} for _ in range(opts.max_runs)])
+        raise ValueError(f"no plan for scenario {name!r}")
+
+    def _progress_event(self, name: str, outcome: RunResult, number: int) -> None:
+        how = ("killed" if outcome.killed else "timed out" if outcome.timed_out
+               else f"exit {outcome.exit_code}")
+        fired = f", failpoint {', '.join(outcome.failpoints_fired)} fired" if outcome.failpoints_fired else ""
+        self._event(f"{name}: run {number} {how} after {(outcome.end_ms - outcome.start_ms) / 1000:.1f} s{fired}")
+
+    # -- the transaction-timeout scenario ----------------------------------------------------------
+
+    def _cleanup_interval_ms(self) -> int:
+        broker = self.options.broker
+        if broker is not None and broker.txn_cleanup_interval_ms is not None:
+            return broker.txn_cleanup_interval_ms
+        admin = self.clients.admin()
+        try:
+            value = admin.broker_config(TXN_CLEANUP_INTERVAL_KEY)
+        finally:
+            admin.close()
+        return int(value) if value else _DEFAULT_BROKER_CLEANUP_MS
+
+    def _run_txn_timeout(self, result: ScenarioResult, rng: random.Random, values: Mapping[str, str],
+                         folder: Path) -> None:
+        opts = self.options
+        # The broker aborts a timed-out transaction at its next cleanup pass, so the commit must
+        # wait past the timeout plus one cleanup interval (plus a margin) to find it aborted.
+        sleep_ms = _TXN_TIMEOUT_MS + self._cleanup_interval_ms() + _TXN_TIMEOUT_MARGIN_MS
+        hit = rng.randint(_FIRST_HIT, self._last_hit())
+        spec = f"{failpoints.BEFORE_COMMIT}:sleep({sleep_ms})@{hit}"
+        # The guardrail wants transaction.timeout.ms >= checkpoint timeout + restart budget.
+        flags = ["--transaction-timeout-ms", str(_TXN_TIMEOUT_MS),
+                 "--checkpoint-timeout-ms", str(_TXN_TIMEOUT_MS), "--restart-budget-ms", "0"]
+        result.fault = f"transaction.timeout.ms={_TXN_TIMEOUT_MS}, commit delayed {sleep_ms} ms"
+        first = self._start(values, folder, 1, {}, spec, flags).wait(opts.run_timeout_s)
+        result.runs.append(first)
+        self._progress_event(result.name, first, 1)
+        if first.succeeded:
+            return
+        # A restart must not paper over the loss: restoring re-commits the stored transaction,
+        # which the broker has aborted, so it must fail the same way.
+        second = self._start(values, folder, 2, {}, None, flags).wait(opts.run_timeout_s)
+        result.runs.append(second)
+        self._progress_event(result.name, second, 2)
+
+    # -- verification and verdicts -----------------------------------------------------------------
+
+    def _faults(self, result: ScenarioResult) -> list[tuple[int, int]]:
+        return [(run.fault_start_ms, run.fault_end_ms or run.fault_start_ms) for run in result.runs
+                if run.fault_start_ms is not None]
+
+    def _verify(self, result: ScenarioResult) -> None:
+        opts = self.options
+        assert result.output_topic is not None
+        report = verify(self.clients, opts.input_topic, result.output_topic, id_spec=opts.id_field,
+                        output_id_spec=opts.output_id_field, check_order=opts.check_order,
+                        work_dir=opts.work_dir, progress=self.progress)
+        result.verify = report
+        if result.name == "txn_timeout":
+            self._txn_timeout_verdict(result, report)
+            return
+        last = result.runs[-1] if result.runs else None
+        finished = last is not None and last.succeeded
+        if report.exactly_once and finished:
+            result.status, result.verdict = PASSED, "exactly-once"
+            if self._fault_missed(result):
+                result.status = INCONCLUSIVE
+                result.verdict = "exactly-once, but the fault did not hit a running job"
+        elif not finished:
+            result.status = FAILED
+            result.verdict = "job did not finish" + ("" if report.exactly_once else "; NOT exactly-once")
+        else:
+            result.status, result.verdict = FAILED, "NOT exactly-once: " + _anomaly_text(report)
+
+    def _fault_missed(self, result: ScenarioResult) -> bool:
+        if result.name == "baseline" or result.name == "task_failures":
+            return False
+        if result.name in FAILPOINT_SCENARIOS:
+            return not any(run.failpoints_fired for run in result.runs)
+        return not any(run.fault_start_ms is not None for run in result.runs)
+
+    @staticmethod
+    def _txn_timeout_verdict(result: ScenarioResult, report: VerifyReport) -> None:
+        reported = any(run.transaction_lost for run in result.runs)
+        failed_runs = [run for run in result.runs if not run.succeeded]
+        losses = report.count("lost_writes")
+        lost_by_job = max((run.lost_records_reported for run in result.runs), default=0)
+        if reported and failed_runs and failed_runs[-1].transaction_lost:
+            result.status = PASSED
+            result.verdict = "loss detected and reported (TransactionLostError)"
+            result.notes.append(f"the job reported a lost transaction of {lost_by_job} records; verify "
+                                f"counts {losses} records missing (the lost transaction plus the input the "
+                                "stopped job never reached). Replaying the input from before that "
+                                "checkpoint recovers them.")
+            if report.count("duplicates") or report.count("aborted_reads") or report.count("unexpected"):
+                result.status = FAILED
+                result.verdict += "; NOT exactly-once otherwise: " + _anomaly_text(report)
+        elif losses:
+            result.status = FAILED
+            result.verdict = f"SILENT LOSS: {losses} records missing and no TransactionLostError"
+        else:
+            result.status = INCONCLUSIVE
+            result.verdict = "the transaction was not aborted in time (no loss, nothing to report)"
+
+
+def _anomaly_text(report: VerifyReport) -> str:
+    parts = [f"{a.records} {a.name}" for a in report.anomalies.values() if a.checked and a.records]
+    if report.counts["output_unidentified"]:
+        parts.append(f"{report.counts['output_unidentified']} output records without id")
+    return ", ".join(parts) or "anomalies"

@@ -1,0 +1,219 @@
+"""kafka-eos replay over the fake cluster: a small scenario matrix with the in-process example job
+run as real subprocesses, plus the checks that make a bad job fail."""
+
+import json
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from connectors.tools.broker import Broker, find_broker
+from connectors.tools.jobs import JobRun, JobTemplate, JobTemplateError
+from connectors.tools.loader import load_input
+from connectors.tools.replay import FAILED, PASSED, SKIPPED, Replay, ReplayOptions, ScenarioResult, parse_scenarios
+from connectors.tools.report import COLUMNS, table_rows, write_reports
+from connectors.tools.verify import verify
+
+RECORDS = 4000
+MATRIX = ["baseline", "after_pre_commit", "mid_commit", "during_restore", "kill9", "task_failures",
+          "broker_restart", "txn_timeout"]
+
+
+def options(tmp, bootstrap, **overrides):
+    settings = dict(bootstrap=bootstrap, input_topic="in", template=JobTemplate.for_engine("inprocess"),
+                    work_dir=tmp / "work", seed=3, checkpoint_interval=0.02, batch_records=50, kills=1,
+                    run_timeout_s=120, broker_downtime_s=1.0)
+    settings.update(overrides)
+    return ReplayOptions(**settings)
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("replay")
+    broker = find_broker(f"fake-kafka://{tmp / 'kafka.db'}")
+    from connectors.kafka.clients import clients_for
+
+    load_input(clients_for(broker.bootstrap_servers), "in", RECORDS, partitions=3, aborted=20)
+    result = Replay(options(tmp, broker.bootstrap_servers, scenarios=MATRIX, broker=broker)).run()
+    return tmp, result
+
+
+def by_name(result):
+    return {s.name: s for s in result.scenarios}
+
+
+def test_every_applicable_scenario_is_exactly_once(matrix):
+    _tmp, result = matrix
+    scenarios = by_name(result)
+    assert list(scenarios) == MATRIX
+    for name in ("baseline", "after_pre_commit", "mid_commit", "during_restore", "kill9", "broker_restart"):
+        s = scenarios[name]
+        assert s.status == PASSED and s.verdict == "exactly-once", (name, s.verdict, s.notes)
+        assert s.verify.counts["input_records"] == RECORDS
+        assert s.verify.counts["output_records"] == RECORDS
+    assert result.passed
+
+
+def test_faults_were_injected_and_recovered_from(matrix):
+    _tmp, result = matrix
+    scenarios = by_name(result)
+    assert scenarios["baseline"].restarts == 0
+    assert scenarios["after_pre_commit"].runs[0].failpoints_fired == ["after_pre_commit"]
+    assert scenarios["during_restore"].runs[1].failpoints_fired == ["during_restore"]
+    assert scenarios["during_restore"].restarts >= 2
+    assert scenarios["kill9"].runs[0].killed
+    for name in ("after_pre_commit", "mid_commit", "kill9"):
+        s = scenarios[name]
+        assert s.restarts >= 1
+        assert s.recovery_ms and all(gap > 0 for gap in s.recovery_ms), name
+        assert len(s.checkpoints) > 3, name
+    outage = scenarios["broker_restart"].recoveries[0]
+    assert outage[1] - outage[0] >= 1000  # the fake was down for the configured second
+
+
+def test_the_in_process_engine_has_no_task_failures(matrix):
+    _tmp, result = matrix
+    s = by_name(result)["task_failures"]
+    assert s.status == SKIPPED and s.verdict.startswith("not applicable")
+    assert s.runs == []
+
+
+def test_a_transaction_timeout_is_reported_as_lost_never_silently(matrix):
+    _tmp, result = matrix
+    s = by_name(result)["txn_timeout"]
+    assert s.status == PASSED, (s.verdict, s.notes)
+    assert s.verdict.startswith("loss detected and reported")
+    assert all(not run.succeeded and run.transaction_lost for run in s.runs)
+    assert s.runs[0].lost_records_reported > 0
+    assert s.verify.count("lost_writes") >= s.runs[0].lost_records_reported
+    assert s.verify.count("duplicates") == 0
+
+
+def test_reports_are_written(matrix):
+    tmp, result = matrix
+    files = write_reports(result, tmp / "reports")
+    text = files.markdown.read_text()
+    assert "| " + " | ".join(COLUMNS) + " |" in text
+    for name in MATRIX:
+        assert f"| {name} |" in text
+    data = json.loads(files.json.read_text())
+    assert data["passed"] is True and data["seed"] == 3
+    assert [s["name"] for s in data["scenarios"]] == MATRIX
+    assert files.plot is not None and files.plot.stat().st_size > 10_000
+    rows = table_rows(result)
+    assert len(rows) == len(MATRIX) and all(len(row) == len(COLUMNS) for row in rows)
+
+
+def test_an_at_least_once_job_is_caught(tmp_path):
+    """Replay must be able to fail: the same job without transactions duplicates records when it
+    crashes after flushing and before its checkpoint completes."""
+    broker = find_broker(f"fake-kafka://{tmp_path / 'kafka.db'}")
+    from connectors.kafka.clients import clients_for
+
+    load_input(clients_for(broker.bootstrap_servers), "in", 1000, partitions=2, aborted=0)
+    template = JobTemplate.custom(
+        "{python} {examples}/copy_pipeline.py --bootstrap {bootstrap} --input {input} --output {output} "
+        "--checkpoint-dir {checkpoint_dir} --bounded --delivery-guarantee at_least_once "
+        "--max-poll-records {batch_records} --checkpoint-interval {checkpoint_interval} "
+        "--metrics-file {metrics_file}")
+    result = Replay(options(tmp_path, broker.bootstrap_servers, template=template,
+                            scenarios=["baseline", "after_pre_commit", "txn_timeout"])).run()
+    baseline, crash, timeout = result.scenarios
+    assert baseline.status == PASSED
+    assert crash.status == FAILED and crash.verdict.startswith("NOT exactly-once")
+    assert crash.verify.count("duplicates") > 0
+    assert timeout.status == SKIPPED and "--transaction-timeout-ms" in timeout.verdict
+    assert not result.passed
+
+
+def test_silent_loss_is_called_silent_loss(tmp_path):
+    from connectors.kafka.fake_cluster import FakeKafkaClients
+    from connectors.tools.jobs import RunResult
+
+    fake = FakeKafkaClients(tmp_path / "kafka.db")
+    load_input(fake, "in", 10, partitions=1, aborted=0)
+    fake.admin().create_topic("out", 1)
+    scenario = ScenarioResult("txn_timeout", "x", "inconclusive", "", runs=[
+        RunResult(["job"], {}, tmp_path / "log", 0, exit_code=0)])
+    Replay._txn_timeout_verdict(scenario, verify(fake, "in", "out"))
+    assert scenario.status == FAILED and scenario.verdict.startswith("SILENT LOSS: 10 records")
+
+
+def test_a_broker_the_tool_did_not_start_is_never_restarted(tmp_path):
+    foreign = Broker("fake-kafka://x", "KAFKA_BOOTSTRAP_SERVERS", owned=False,
+                     restart_unavailable="the broker was not started by this tool")
+    replay = Replay(options(tmp_path, f"fake-kafka://{tmp_path / 'kafka.db'}", broker=foreign))
+    assert replay._not_applicable("broker_restart") == "skipped: the broker was not started by this tool"
+    assert replay._not_applicable("kill9") is None
+
+
+def test_seeds_make_the_faults_reproducible(tmp_path):
+    import random
+
+    def plans(seed):
+        replay = Replay(options(tmp_path, f"fake-kafka://{tmp_path / 'kafka.db'}", seed=seed, kills=3))
+        return [replay._plan(name, random.Random(f"{seed}:{name}"))
+                for name in ("kill9", "mid_commit", "broker_restart")]
+
+    assert plans(11) == plans(11)
+    assert plans(11) != plans(12)
+
+
+def test_scenario_lists():
+    assert parse_scenarios("baseline, kill9") == ["baseline", "kill9"]
+    assert "txn_timeout" in parse_scenarios("all") and "during_restore" in parse_scenarios("all")
+    assert parse_scenarios("demo")[0] == "baseline"
+    with pytest.raises(ValueError, match="unknown scenarios.*bogus"):
+        parse_scenarios("baseline,bogus")
+
+
+def test_kill_reaches_every_process_the_job_spawned(tmp_path):
+    child_pid_file = tmp_path / "child.pid"
+    script = ("import subprocess, sys, time; "
+              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
+              f"open({str(child_pid_file)!r}, 'w').write(str(p.pid)); time.sleep(120)")
+    run = JobRun([sys.executable, "-c", script], {}, tmp_path / "run.log")
+    deadline = time.monotonic() + 30
+    while not child_pid_file.exists() or not child_pid_file.read_text():
+        assert time.monotonic() < deadline, "the job did not start its child"
+        time.sleep(0.05)
+    child = int(child_pid_file.read_text())
+    assert run.kill()
+    result = run.wait(10)
+    assert result.killed and result.exit_code == -signal.SIGKILL and result.fault_start_ms
+    deadline = time.monotonic() + 10
+    while _alive(child):
+        assert time.monotonic() < deadline, "the job's child survived the kill"
+        time.sleep(0.05)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A killed child of a dead parent is reaped by init; until then it is a zombie.
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split()[2] != "Z"
+
+
+def test_a_run_that_hangs_is_killed_and_marked(tmp_path):
+    run = JobRun([sys.executable, "-c", "import time; time.sleep(120)"], {}, tmp_path / "run.log")
+    result = run.wait(0.5)
+    assert result.timed_out and not result.killed and not result.succeeded
+
+
+def test_job_templates():
+    template = JobTemplate.custom("my-job --in {input} --out {output} --chk {checkpoint_dir} --b {bootstrap}")
+    argv = template.render({"input": "a b", "output": "o", "checkpoint_dir": "/c", "bootstrap": "k:1"}, ["-x"])
+    assert argv == ["my-job", "--in", "a b", "--out", "o", "--chk", "/c", "--b", "k:1", "-x"]
+    assert not template.writes_metrics and not template.takes_kit_flags
+    with pytest.raises(JobTemplateError, match="unknown placeholders.*'inptu'"):
+        JobTemplate.custom("job {inptu} {input} {output} {checkpoint_dir} {bootstrap}")
+    with pytest.raises(JobTemplateError, match=r"must contain \{checkpoint_dir\}"):
+        JobTemplate.custom("job {input} {output} {bootstrap}")
+    with pytest.raises(JobTemplateError, match="cannot be parsed"):
+        JobTemplate.custom("job 'unclosed {input}")
+    assert JobTemplate.for_engine("inprocess").writes_metrics
