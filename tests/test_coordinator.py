@@ -321,3 +321,17 @@ def test_trigger_before_restore_is_refused(tmp_path):
     coordinator = CheckpointCoordinator(FileCheckpointStore(tmp_path))
     with pytest.raises(CheckpointTriggerError, match="restore"):
         coordinator.trigger_checkpoint()
+
+
+def test_pipeline_can_checkpoint_every_n_records(tmp_path):
+    system = MemoryTransactionalSystem()
+    coordinator = CheckpointCoordinator(FileCheckpointStore(tmp_path / "chk"),
+                                        CheckpointConfig(checkpoint_interval=None), clock=ManualClock())
+    LocalPipeline(coordinator, ListSource(list(range(1000))), lambda r: [r], [MemorySink("out", system)],
+                  max_poll_records=64, checkpoint_every_records=100).run()
+    stats = coordinator.checkpoint_stats()
+    assert len(stats) == 11  # ten full hundreds, then the final checkpoint at the end of input
+    assert sorted(system.visible) == list(range(1000))
+    with pytest.raises(ValueError, match="checkpoint_every_records"):
+        LocalPipeline(coordinator, ListSource([]), lambda r: [r], [MemorySink("x", system)],
+                      checkpoint_every_records=0)

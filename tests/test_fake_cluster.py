@@ -213,12 +213,15 @@ def test_end_transaction_with_foreign_producer_id_fails(kafka: FakeKafkaClients)
     assert latest(kafka, read_committed=True) == 0
 
 
-def test_empty_transaction_can_be_ended(kafka: FakeKafkaClients) -> None:
+def test_ending_a_transaction_nothing_was_produced_in_is_invalid(kafka: FakeKafkaClients) -> None:
+    # Measured on Kafka 4.0: the broker never saw the transaction begin, so EndTxn fails with
+    # INVALID_TXN_STATE (48), for commit and abort alike.
     producer = kafka.producer("empty")
     identity = producer.init_transactions(5)
     producer.begin_transaction()
-    kafka.txn_control().end_transaction("empty", identity, commit=True)
-    kafka.txn_control().end_transaction("empty", identity, commit=True)
+    for commit in (True, False):
+        with pytest.raises(errors.InvalidTxnStateError, match="INVALID_TXN_STATE"):
+            kafka.txn_control().end_transaction("empty", identity, commit=commit)
     assert kafka.log_entries(TP0) == []
 
 

@@ -33,7 +33,7 @@ def cluster(tmp_path):
 def run_job(fake, checkpoint_dir, *failpoint_specs):
     command = [sys.executable, str(JOB), "--bootstrap", fake.bootstrap_servers, "--input", "in",
                "--output", "out", "--checkpoint-dir", str(checkpoint_dir), "--bounded",
-               "--checkpoint-interval", "0.02", "--max-poll-records", "50", "--log-level", "WARNING"]
+               "--checkpoint-interval", "3600", "--checkpoint-every-records", "50", "--log-level", "WARNING"]
     for spec in failpoint_specs:
         command += ["--failpoint", spec]
     env = {k: v for k, v in os.environ.items() if k != failpoints.ENV_VAR}

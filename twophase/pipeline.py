@@ -51,6 +51,7 @@ class LocalPipeline:
         max_poll_records: int = 500,
         max_restarts: int = 10,
         idle_sleep: Callable[[], None] | None = None,
+        checkpoint_every_records: int | None = None,
     ) -> None:
         if not sinks:
             raise ValueError("sinks must name at least one sink")
@@ -58,6 +59,8 @@ class LocalPipeline:
             raise ValueError(f"max_poll_records must be >= 1, got {max_poll_records}")
         if max_restarts < 0:
             raise ValueError(f"max_restarts must be >= 0, got {max_restarts}")
+        if checkpoint_every_records is not None and checkpoint_every_records < 1:
+            raise ValueError(f"checkpoint_every_records must be >= 1 or None, got {checkpoint_every_records}")
         self.coordinator = coordinator
         self.source = source
         self.transform = transform
@@ -66,6 +69,9 @@ class LocalPipeline:
         self.max_poll_records = max_poll_records
         self.max_restarts = max_restarts
         self.idle_sleep = idle_sleep
+        # Besides the coordinator's interval: a checkpoint after this many input records, which
+        # makes the checkpoint sequence independent of timing (reproducible crash points).
+        self.checkpoint_every_records = checkpoint_every_records
         registered = {p.name for p in coordinator.participants}
         for participant in [source, *self.sinks]:
             if participant.name not in registered:
@@ -93,14 +99,21 @@ class LocalPipeline:
                          restored.checkpoint_id if restored else "none")
 
     def _run_until_end(self, records_in: int, records_out: int) -> tuple[int, int]:
+        every = self.checkpoint_every_records
+        since_checkpoint = 0
         while True:
             self.coordinator.tick()
-            batch = self.source.poll(self.max_poll_records)
+            limit = self.max_poll_records if every is None else min(self.max_poll_records, every - since_checkpoint)
+            batch = self.source.poll(limit)
             for record in batch:
                 records_in += 1
                 for value in self.transform(record):
                     self.sinks[self.route(value)].invoke(value)
                     records_out += 1
+            since_checkpoint += len(batch)
+            if every is not None and since_checkpoint >= every:
+                self.coordinator.trigger_checkpoint()
+                since_checkpoint = 0
             if not batch:
                 if self.source.end_reached():
                     self.coordinator.trigger_checkpoint()

@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+# A lingering transaction found on the broker: it is open, so it holds records, but how many is unknown.
+UNKNOWN_RECORD_COUNT = -1
+
 # Jittered, so parallel commits that failed together do not retry in lockstep.
 _BACKOFF = wait_exponential(multiplier=0.05, max=2.0) + wait_random(0, 0.05)
 
@@ -79,8 +82,8 @@ class KafkaTransactionCommitter:
 
     def commit(self, committable: KafkaCommittable, checkpoint_id: int) -> None:
         """Commit one transaction; safe to repeat."""
-        if committable.transactional_id is None:
-            return
+        if committable.transactional_id is None or committable.record_count == 0:
+            return  # nothing was produced, so the broker has no transaction to end
         age_ms = _now_ms() - committable.begin_timestamp_ms
         if age_ms > committable.transaction_timeout_ms / 2:
             log.warning("checkpoint %d: transaction %s waited %d ms for its commit, more than half "
@@ -99,7 +102,7 @@ class KafkaTransactionCommitter:
 
     def abort(self, committable: KafkaCommittable, checkpoint_id: int) -> None:
         """Abort one transaction. Already aborted (or fenced, which aborted it) is fine."""
-        if committable.transactional_id is None:
+        if committable.transactional_id is None or committable.record_count == 0:
             return
         try:
             self._end(committable, checkpoint_id, commit=False)
@@ -204,7 +207,7 @@ class KafkaTransactionCommitter:
             committable = KafkaCommittable(
                 transactional_id=txn.transactional_id, producer_id=txn.producer_id,
                 producer_epoch=txn.producer_epoch, partitions=tuple(sorted(txn.partitions)),
-                record_count=0, checkpoint_id=-1, begin_timestamp_ms=txn.start_time_ms,
+                record_count=UNKNOWN_RECORD_COUNT, checkpoint_id=-1, begin_timestamp_ms=txn.start_time_ms,
                 transaction_timeout_ms=txn.timeout_ms)
             self.abort(committable, -1)
             aborted.append(txn.transactional_id)

@@ -645,7 +645,13 @@ class _Cluster:
                     f" not {identity.producer_id}"
                 )
             if identity.producer_epoch == epoch:
-                # Also a transaction in which nothing was produced: it ends without markers.
+                if current_txn is None:
+                    # Kafka 4.0 answers INVALID_TXN_STATE when no partition was ever added: the
+                    # broker never saw the transaction begin (its state is Empty).
+                    raise errors.InvalidTxnStateError(
+                        f"INVALID_TXN_STATE: EndTxn({result}) of {transactional_id!r} (epoch {epoch}):"
+                        " no transaction is ongoing (nothing was produced in it)"
+                    )
                 self._end(conn, transactional_id, epoch, current_txn, commit, now)
                 return
             if last_ended_epoch is not None and identity.producer_epoch == last_ended_epoch:

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from connectors.kafka.clients import KafkaClients, ProducerClient, TopicPartition
+from connectors.kafka.clients import KafkaClients, ProducerClient, ProducerIdentity, TopicPartition
 from connectors.kafka.committable import KafkaCommittable, transactional_id
 from connectors.kafka.config import DeliveryGuarantee, KafkaSinkConfig
 from connectors.kafka.errors import KafkaConnectorError
@@ -104,24 +104,37 @@ class KafkaTransactionWriter:
         self.record_count = 0
         self.partitions: set[TopicPartition] = set()
         self.begin_timestamp_ms = int(time.time() * 1000)
+        self._clients = clients
+        self.identity: ProducerIdentity | None = None
+        self._producer: ProducerClient | None = producer
+        self._owns_producer = producer is None
         if config.exactly_once:
             if not config.transactional_id_prefix:
                 raise ValueError("exactly_once needs a transactional id prefix")
             self.transactional_id: str | None = transactional_id(
                 config.transactional_id_prefix, writer, checkpoint_id)
-            producer_config = dict(config.client_config)
-            producer_config["transaction.timeout.ms"] = str(config.transaction_timeout_ms)
-            self.producer = clients.producer(self.transactional_id, producer_config)
-            self.identity = self.producer.init_transactions(timeout_s=config.flush_timeout_s)
-            self.producer.begin_transaction()
-            log.debug("transaction %s begun (pid %d, epoch %d) for checkpoint %d",
-                      self.transactional_id, self.identity.producer_id, self.identity.producer_epoch,
-                      checkpoint_id)
         else:
             self.transactional_id = None
-            self.identity = None
-            self.producer = producer or clients.producer(None, dict(config.client_config))
-        self._owns_producer = producer is None
+
+    @property
+    def producer(self) -> ProducerClient:
+        """Made at the first record: a transaction nothing was written to needs no producer, and
+        Kafka refuses to end one the broker never saw begin (INVALID_TXN_STATE)."""
+        if self._producer is None:
+            if self.transactional_id is not None:
+                producer_config = dict(self.config.client_config)
+                producer_config["transaction.timeout.ms"] = str(self.config.transaction_timeout_ms)
+                self._producer = self._clients.producer(self.transactional_id, producer_config)
+                # Fences any zombie of this writer and checkpoint, and aborts its transaction.
+                self.identity = self._producer.init_transactions(timeout_s=self.config.flush_timeout_s)
+                self._producer.begin_transaction()
+                self.begin_timestamp_ms = int(time.time() * 1000)
+                log.debug("transaction %s begun (pid %d, epoch %d) for checkpoint %d",
+                          self.transactional_id, self.identity.producer_id, self.identity.producer_epoch,
+                          self.checkpoint_id)
+            else:
+                self._producer = self._clients.producer(None, dict(self.config.client_config))
+        return self._producer
 
     def write(self, record: ProducerRecord | Mapping[str, Any]) -> None:
         args = coerce_record(record, self.config.topic)
@@ -132,8 +145,8 @@ class KafkaTransactionWriter:
 
     def pre_commit(self) -> KafkaCommittable:
         """Flush, so every record is on the broker (invisible under read_committed until commit)."""
-        if self.config.delivery_guarantee is not DeliveryGuarantee.NONE:
-            self.producer.flush(self.config.flush_timeout_s)
+        if self._producer is not None and self.config.delivery_guarantee is not DeliveryGuarantee.NONE:
+            self._producer.flush(self.config.flush_timeout_s)
         committable = KafkaCommittable(
             transactional_id=self.transactional_id,
             producer_id=self.identity.producer_id if self.identity else -1,
@@ -144,20 +157,20 @@ class KafkaTransactionWriter:
             begin_timestamp_ms=self.begin_timestamp_ms,
             transaction_timeout_ms=self.config.transaction_timeout_ms,
         )
-        if self._owns_producer:
+        if self._owns_producer and self._producer is not None:
             # Drop the client without ending the transaction: the coordinator's commit ends it via
             # EndTxn, from whichever process that happens in.
-            self.producer.close()
+            self._producer.close()
         return committable
 
     def abort(self) -> None:
         """Abort a transaction that was not pre-committed (a failed write)."""
-        if self.transactional_id is None:
+        if self.transactional_id is None or self._producer is None:
             return
         try:
-            self.producer.abort_transaction(self.config.flush_timeout_s)
+            self._producer.abort_transaction(self.config.flush_timeout_s)
         except KafkaConnectorError as exc:
             # Whoever restarts the job aborts it as a lingering transaction.
             log.warning("aborting transaction %s failed: %r", self.transactional_id, exc)
         finally:
-            self.producer.close()
+            self._producer.close()
