@@ -51,6 +51,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="default: derived from the checkpoint directory and output topic")
     parser.add_argument("--writers", type=int, default=2, help="parallel sink writers (transactions per checkpoint)")
     parser.add_argument("--checkpoint-interval", type=float, default=0.5, help="seconds")
+    parser.add_argument("--checkpoint-every-records", type=int, default=None,
+                        help="also checkpoint after this many input records (reproducible crash points)")
     parser.add_argument("--max-poll-records", type=int, default=5000)
     parser.add_argument("--delivery-guarantee", default="exactly_once",
                         choices=[g.value for g in DeliveryGuarantee])
@@ -112,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
         return zlib.crc32(value.key or b"") % writers
 
     pipeline = LocalPipeline(coordinator, source, transform, sinks, route=route,
-                             max_poll_records=args.max_poll_records)
+                             max_poll_records=args.max_poll_records,
+                             checkpoint_every_records=args.checkpoint_every_records)
     # Registered after the sinks, so it hears of a checkpoint once every sink has committed it.
     # Always registered, file or not: checkpoints name it, and restoring them needs it.
     coordinator.register(CheckpointMetrics(coordinator, args.metrics_file, lambda: copied[0]))
