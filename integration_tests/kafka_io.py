@@ -72,3 +72,18 @@ def assert_exactly_once(values: list[bytes], expected_ids: list[str], id_of: Cal
     assert not duplicates, f"{len(duplicates)} duplicated ids, e.g. {list(duplicates.items())[:5]}"
     assert not lost, f"{len(lost)} lost ids, e.g. {sorted(lost)[:5]}"
     assert not unexpected, f"ids that are no input's (aborted input leaked?): {sorted(unexpected)[:5]}"
+
+
+def copied_id(value: bytes) -> str:
+    """The order id in an output value of the copy transform (input JSON + ``|copied``)."""
+    assert value.endswith(b"|copied"), value
+    return json.loads(value[: -len(b"|copied")])["id"]
+
+
+def topics_with_orders(clients: KafkaClients, unique_name: Callable[[str], str], count: int,
+                       partitions: int = 3) -> tuple[str, str, list[str]]:
+    """A fresh input topic loaded with ``count`` orders, and a fresh empty output topic."""
+    source, sink = unique_name("in"), unique_name("out")
+    clients.admin().create_topic(source, partitions)
+    clients.admin().create_topic(sink, partitions)
+    return source, sink, load_orders(clients, source, count, unique_name("loader"))

@@ -3,7 +3,6 @@ every failpoint and restarted; a lost transaction surfacing; lingering transacti
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,14 @@ from connectors.kafka.config import KafkaSinkConfig
 from connectors.kafka.errors import TransactionLostError
 from connectors.kafka.sink import KafkaSink
 from connectors.kafka.writer import ProducerRecord
-from kafka_io import assert_exactly_once, load_orders, partitions_of, read_committed_values, wait_until_stable
+from kafka_io import (
+    assert_exactly_once,
+    copied_id,
+    partitions_of,
+    read_committed_values,
+    topics_with_orders,
+    wait_until_stable,
+)
 from twophase import failpoints
 from twophase.participants import RestoredState
 
@@ -42,11 +48,6 @@ def run_copy_job(bootstrap: str, source: str, sink: str, checkpoint: Path, prefi
     return subprocess.run(command, capture_output=True, text=True, timeout=600)
 
 
-def copied_id(value: bytes) -> str:
-    assert value.endswith(b"|copied"), value
-    return json.loads(value[: -len(b"|copied")])["id"]
-
-
 def test_every_failpoint_has_a_scenario():
     assert set(SCENARIOS) == set(failpoints.ALL)
 
@@ -54,10 +55,8 @@ def test_every_failpoint_has_a_scenario():
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_job_killed_at_failpoint_and_restarted_is_exactly_once(kafka_bootstrap, kafka_clients, unique_name,
                                                              tmp_path, scenario):
-    source, sink, prefix = unique_name("in"), unique_name("out"), unique_name("eos")
-    kafka_clients.admin().create_topic(source, 3)
-    kafka_clients.admin().create_topic(sink, 3)
-    ids = load_orders(kafka_clients, source, RECORDS, unique_name("loader"))
+    source, sink, ids = topics_with_orders(kafka_clients, unique_name, RECORDS)
+    prefix = unique_name("eos")
     for specs in SCENARIOS[scenario]:
         crashed = run_copy_job(kafka_bootstrap, source, sink, tmp_path / "chk", prefix, *specs)
         assert crashed.returncode == failpoints.EXIT_CODE, crashed.stderr[-3000:]

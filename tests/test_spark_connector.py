@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from collections import Counter
 from pathlib import Path
