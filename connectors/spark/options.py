@@ -21,7 +21,8 @@ from connectors.kafka.config import (
     KafkaSinkConfig,
     default_transactional_id_prefix,
 )
-from connectors.kafka.source import KafkaSourceConfig, parse_offsets_json
+from connectors.kafka.source import KafkaSourceConfig
+from connectors.kafka.source import parse_offsets_json as _parse_offsets_json
 
 # Spark's own options that reach a data source; never ours to refuse.
 _SPARK_INTERNAL = {"checkpointlocation", "path", "queryname"}
@@ -33,7 +34,7 @@ SOURCE_OPTIONS = (
 )
 SINK_OPTIONS = (
     "kafka.bootstrap.servers", "kafka.*", "topic", "includeHeaders",
-    "eos.deliveryGuarantee", "eos.transactionalIdPrefix", "eos.commitParallelism",
+    "eos.deliveryGuarantee", "eos.transactionalIdPrefix", "eos.transactionTimeoutMs", "eos.commitParallelism",
     "eos.checkpointTimeoutMs", "eos.restartBudgetMs", "eos.stateDir", "eos.retainedCheckpoints",
     "eos.checkpointId",
 )
@@ -41,6 +42,13 @@ SINK_OPTIONS = (
 
 class KafkaEosOptionError(ValueError):
     """An option is missing, unknown or malformed. The message names it and its valid values."""
+
+
+def parse_offsets_json(value: str, option: str) -> dict[TopicPartition, int]:
+    try:
+        return _parse_offsets_json(value, option)
+    except ValueError as exc:
+        raise KafkaEosOptionError(str(exc)) from None
 
 
 def _check_known(options: Mapping[str, str], valid: tuple[str, ...], role: str) -> None:
@@ -204,10 +212,15 @@ def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOp
     except ValueError as exc:
         raise KafkaEosOptionError(f"option eos.deliveryGuarantee: {exc}") from None
     client = _client_config(options)
-    timeout_raw = client.pop("transaction.timeout.ms", None)
-    transaction_timeout = DEFAULT_TRANSACTION_TIMEOUT_MS
-    if timeout_raw is not None:
-        transaction_timeout = _int({"kafka.transaction.timeout.ms": timeout_raw}, "kafka.transaction.timeout.ms", None, 1) or 0
+    # Kafka users will reach for the producer's own name; both spellings mean the same setting.
+    alias = client.pop("transaction.timeout.ms", None)
+    ours = _int(options, "eos.transactionTimeoutMs", None, 1)
+    from_alias = _int({"kafka.transaction.timeout.ms": alias}, "kafka.transaction.timeout.ms", None, 1) \
+        if alias is not None else None
+    if ours is not None and from_alias is not None and ours != from_alias:
+        raise KafkaEosOptionError(
+            f"eos.transactionTimeoutMs={ours} and kafka.transaction.timeout.ms={from_alias} disagree; set one")
+    transaction_timeout = ours or from_alias or DEFAULT_TRANSACTION_TIMEOUT_MS
 
     state_dir_raw = _get(options, "eos.stateDir")
     checkpoint_location = _get(options, "checkpointLocation")

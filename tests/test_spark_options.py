@@ -1,0 +1,142 @@
+"""Option parsing and sink schema checks of the kafka-eos format (no Spark session needed)."""
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructField, StructType  # noqa: E402
+
+from connectors.kafka.clients import TopicPartition  # noqa: E402
+from connectors.spark.options import KafkaEosOptionError, parse_sink_options, parse_source_options  # noqa: E402
+from connectors.spark.reader import split_ranges  # noqa: E402
+from connectors.spark.schema import SinkSchemaError, check_sink_schema  # noqa: E402
+
+BOOT = {"kafka.bootstrap.servers": "localhost:9092"}
+
+
+def lower(options):
+    """Spark hands options over with lower-cased keys."""
+    return {k.lower(): v for k, v in options.items()}
+
+
+def source(streaming=True, **options):
+    return parse_source_options(lower({**BOOT, **options}), streaming=streaming)
+
+
+def sink(streaming=True, **options):
+    base = {**BOOT, "topic": "out", "checkpointLocation": "/tmp/chk-a"}
+    return parse_sink_options(lower({**base, **options}), streaming=streaming)
+
+
+def test_source_defaults_like_spark():
+    parsed = source(subscribe="a, b")
+    assert parsed.config.subscribe == ["a", "b"]
+    assert parsed.config.starting_offsets == "latest"  # streaming default
+    assert source(streaming=False, subscribe="a").config.starting_offsets == "earliest"
+    assert source(streaming=False, subscribe="a").config.ending_offsets == "latest"
+    assert parsed.config.fail_on_data_loss and not parsed.include_headers
+
+
+def test_source_json_options():
+    parsed = source(assign='{"t":[0,2]}', startingOffsets='{"t":{"0":5,"2":-2}}',
+                    startingOffsetsByTimestamp='{"t":{"0":1700000000000}}', maxOffsetsPerTrigger="1000")
+    assert parsed.config.assign == {"t": [0, 2]}
+    assert parsed.config.starting_offsets == {TopicPartition("t", 0): 5, TopicPartition("t", 2): -2}
+    assert parsed.config.starting_timestamps == {TopicPartition("t", 0): 1700000000000}
+    assert parsed.max_offsets_per_trigger == 1000
+
+
+@pytest.mark.parametrize("options, fragment", [
+    ({"subscrbe": "a"}, r"unknown kafka-eos source option\(s\) \['subscrbe'\]; valid options: .*subscribePattern"),
+    ({}, "exactly one of subscribe, subscribePattern, assign"),
+    ({"subscribe": "a", "assign": '{"a":[0]}'}, "exactly one of"),
+    ({"assign": "[1,2]"}, "option assign must be JSON like"),
+    ({"subscribe": "a", "startingOffsets": "beginning"}, "startingOffsets must be"),
+    ({"subscribe": "a", "endingOffsets": "latest"}, "endingOffsets is for batch queries"),
+    ({"subscribe": "a", "maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger must be an integer >= 1"),
+    ({"subscribe": "a", "failOnDataLoss": "maybe"}, "failOnDataLoss must be true or false"),
+    ({"subscribe": "a", "kafka.group.id": "g"}, "kafka.group.id is not supported"),
+    ({"subscribe": "a", "kafka.isolation.level": "read_uncommitted"}, "kafka.isolation.level is not supported"),
+])
+def test_bad_source_options(options, fragment):
+    with pytest.raises(KafkaEosOptionError, match=fragment):
+        source(**options)
+
+
+def test_missing_bootstrap_servers():
+    with pytest.raises(KafkaEosOptionError, match="kafka.bootstrap.servers is required"):
+        parse_source_options({"subscribe": "a"}, streaming=True)
+
+
+def test_sink_defaults_and_prefix_per_query():
+    a, b = sink(), sink(checkpointLocation="/tmp/chk-b")
+    assert a.config.exactly_once and a.config.transaction_timeout_ms == 15 * 60 * 1000
+    assert a.state_dir == "/tmp/chk-a/kafka-eos"
+    assert a.config.transactional_id_prefix.startswith("kafka-eos-")
+    assert a.config.transactional_id_prefix != b.config.transactional_id_prefix
+    assert sink().config.transactional_id_prefix == a.config.transactional_id_prefix  # stable across restarts
+
+
+def test_sink_our_options():
+    parsed = sink(**{"eos.transactionalIdPrefix": "orders-job", "eos.transactionTimeoutMs": "700000",
+                     "eos.commitParallelism": "4", "eos.deliveryGuarantee": "at_least_once",
+                     "kafka.linger.ms": "20"})
+    assert parsed.config.transactional_id_prefix == "orders-job"
+    assert parsed.config.transaction_timeout_ms == 700000
+    assert parsed.config.commit_parallelism == 4
+    assert not parsed.config.exactly_once
+    assert parsed.config.client_config == {"linger.ms": "20"}
+    assert sink(**{"kafka.transaction.timeout.ms": "800000"}).config.transaction_timeout_ms == 800000
+
+
+@pytest.mark.parametrize("options, fragment", [
+    ({"eos.deliveryGuarantee": "twice"}, "eos.deliveryGuarantee: delivery guarantee must be one of exactly_once"),
+    ({"eos.transactionTimeoutMs": "700000", "kafka.transaction.timeout.ms": "800000"}, "disagree"),
+    ({"checkpointLocation": "s3a://bucket/chk"}, "local or mounted POSIX filesystem"),
+    ({"kafka.transactional.id": "x"}, "kafka.transactional.id is not supported"),
+    ({"eos.checkpointId": "3"}, "eos.checkpointId is for batch writes"),
+    ({"topicc": "x"}, r"unknown kafka-eos sink option\(s\) \['topicc'\]"),
+])
+def test_bad_sink_options(options, fragment):
+    with pytest.raises(KafkaEosOptionError, match=fragment):
+        sink(**options)
+
+
+def test_streaming_sink_needs_a_checkpoint_location():
+    with pytest.raises(KafkaEosOptionError, match="needs the query's checkpointLocation"):
+        parse_sink_options(lower({**BOOT, "topic": "out"}), streaming=True)
+
+
+def test_batch_sink_has_a_durable_default_state_dir():
+    parsed = parse_sink_options(lower({**BOOT, "topic": "out"}), streaming=False)
+    assert ".kafka-eos" in parsed.state_dir
+
+
+KEY_VALUE = [StructField("key", BinaryType()), StructField("value", StringType())]
+
+
+def test_sink_schema_rules():
+    check_sink_schema(StructType(KEY_VALUE), "out")
+    check_sink_schema(StructType([*KEY_VALUE, StructField("topic", StringType()),
+                                  StructField("partition", IntegerType()),
+                                  StructField("headers", ArrayType(StructType([
+                                      StructField("key", StringType()), StructField("value", BinaryType())])))]),
+                      None)
+    with pytest.raises(SinkSchemaError, match="Required attribute 'value' not found"):
+        check_sink_schema(StructType([StructField("key", BinaryType())]), "out")
+    with pytest.raises(SinkSchemaError, match="value attribute type must be string or binary, got int"):
+        check_sink_schema(StructType([StructField("value", IntegerType())]), "out")
+    with pytest.raises(SinkSchemaError, match="topic option required"):
+        check_sink_schema(StructType(KEY_VALUE), None)
+    with pytest.raises(SinkSchemaError, match="headers attribute type"):
+        check_sink_schema(StructType([*KEY_VALUE, StructField("headers", ArrayType(StringType()))]), "out")
+
+
+def test_split_ranges_honours_min_partitions():
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    pieces = split_ranges({a: (0, 100), b: (10, 12)}, min_partitions=5)
+    assert len(pieces) >= 5
+    covered = sorted((p.topic, p.partition, p.start, p.end) for p in pieces)
+    assert sum(p.end - p.start for p in pieces) == 102
+    assert [c for c in covered if c[1] == 0][0][2] == 0 and max(c[3] for c in covered if c[1] == 0) == 100
+    assert split_ranges({a: (5, 5)}, None) == []
