@@ -26,7 +26,11 @@ def transactional_id_pattern(prefix: str) -> re.Pattern[str]:
 @dataclass(frozen=True)
 class KafkaCommittable:
     """Everything any process needs to commit or abort the transaction (EndTxn), and to say
-    what was lost if it cannot. ``transactional_id`` is None for at-least-once writes."""
+    what was lost if it cannot. ``transactional_id`` is None for at-least-once writes.
+
+    ``partitions`` lists the partitions records were explicitly addressed to; where librdkafka's
+    partitioner chose, the client learns the partition only from per-record delivery reports,
+    which the data path turns off for speed (the broker knows them: DescribeTransactions)."""
 
     transactional_id: str | None
     producer_id: int
