@@ -107,6 +107,13 @@ class SparkCommitProtocol:
             log.info("batch %d was already committed as checkpoint %d; its replay is a no-op",
                      checkpoint_id, latest.checkpoint_id)
             return
+        wrong = sorted({m.checkpoint_id for m in messages
+                        if m is not None and m.checkpoint_id != checkpoint_id})
+        if wrong:
+            self.committer.abort_all(committables, checkpoint_id)
+            raise RuntimeError(
+                f"kafka-eos: tasks of batch {checkpoint_id} wrote under checkpoint ids {wrong}; their "
+                "transactions were aborted and the batch fails, to be replayed")
         coordinator, participant = self._coordinator()
         coordinator.restore()
         coordinator.trigger_checkpoint(checkpoint_id=checkpoint_id)

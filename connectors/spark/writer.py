@@ -144,12 +144,15 @@ class KafkaEosStreamWriter(_KafkaWriting, DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         context = TaskContext.get()
         raw = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
-        if raw is None:
-            raise RuntimeError(
-                f"kafka-eos: the Spark local property {BATCH_ID_PROPERTY!r} is not set in this task, "
-                "so the micro-batch cannot be identified; exactly-once needs it (Spark 4.x sets it "
-                "for every streaming write task)")
-        return self._write_task(iterator, int(raw))
+        if raw is not None:
+            checkpoint_id = int(raw)
+        else:
+            # Spark 4.x sets the property on every streaming task. Without it, the batch planned
+            # after the last committed one is the best guess; commit() refuses a wrong guess.
+            checkpoint_id = self.committed_through + 1
+            log.warning("Spark local property %r is missing; assuming batch %d (checked at commit)",
+                        BATCH_ID_PROPERTY, checkpoint_id)
+        return self._write_task(iterator, checkpoint_id)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         if not self.options.config.exactly_once:
