@@ -291,7 +291,11 @@ class Replay:
                     down = _now_ms()
                     self._event(f"{name}: restarting the broker ({opts.broker.origin})")
                     opts.broker.restart(opts.broker_downtime_s)
-                    run.result.mark_fault(down, _now_ms())
+                    up = _now_ms()
+                    run.result.mark_fault(down, up)
+                    # The broker's own stop and start add to the planned downtime: say what it was.
+                    result.fault = (f"broker restart {step['broker_restart_after_s']:.1f} s after start, "
+                                    f"down {(up - down) / 1000:.1f} s")
                 else:
                     result.notes.append(f"run {number}: finished before the broker restart")
             outcome = run.wait(opts.run_timeout_s)

@@ -1,0 +1,354 @@
+"""The ``kafka-eos`` console script: ``verify``, ``load``, ``replay`` and ``demo``.
+
+Exit status: 0 when everything checked is exactly-once (or, for the transaction-timeout
+scenario, the loss was detected and reported); 1 when an anomaly or a failed scenario was found;
+2 for a usage or environment problem (no broker, unreachable broker, unknown topic, bad id field,
+missing permissions), which gets one clear message and no traceback; 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from connectors.kafka.clients import clients_for
+from connectors.kafka.errors import BrokerUnavailableError, KafkaConnectorError, UnknownTopicError
+from connectors.tools.broker import BrokerUnreachableError, NoBrokerError, check_reachable, find_broker
+from connectors.tools.demo import DemoOptions, run_demo
+from connectors.tools.jobs import ENGINES, JobTemplate, JobTemplateError
+from connectors.tools.loader import load_input
+from connectors.tools.replay import DEMO_SCENARIOS, Replay, ReplayOptions, ReplayResult, parse_scenarios
+from connectors.tools.report import COLUMNS, table_rows, write_reports
+from connectors.tools.verify import IdFieldError, IdSpec, IdSpecError, TopicNotFoundError, VerifyReport, verify
+
+log = logging.getLogger("kafka-eos")
+
+EXIT_OK, EXIT_ANOMALY, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+# Wide when not a terminal (CI logs, files): the report table would be folded into 80 columns.
+out = Console(width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 200, log_path=False)
+
+
+class UsageError(Exception):
+    """An expected problem with the user's input or environment: message, exit status 2."""
+
+
+# -- argument types ------------------------------------------------------------------------------
+
+def _id_spec(text: str) -> str:
+    try:
+        IdSpec.parse(text)
+    except IdSpecError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _scenarios(text: str) -> list[str]:
+    try:
+        return parse_scenarios(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _client_setting(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"client setting {text!r} is not KEY=VALUE")
+    return key.strip(), value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be >= 0")
+    return value
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} must be between 0 and 1")
+    return value
+
+
+# -- the parser ----------------------------------------------------------------------------------
+
+def _add_id_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--id-field", type=_id_spec, default="key",
+                        help="where a record's id is: key, json:<field> or header:<name> (default: key)")
+    parser.add_argument("--output-id-field", type=_id_spec, default=None,
+                        help="where an output record's id is, if not where the input's is")
+    parser.add_argument("--check-order", action="store_true",
+                        help="also report per-partition order violations (for pipelines that keep order)")
+
+
+def _add_job_options(parser: argparse.ArgumentParser) -> None:
+    job = parser.add_mutually_exclusive_group()
+    job.add_argument("--engine", choices=sorted(ENGINES), default="inprocess",
+                     help="which example pipeline to run (default: inprocess, examples/copy_pipeline.py)")
+    job.add_argument("--job-command", default=None, metavar="TEMPLATE",
+                     help="your own job, e.g. 'spark-submit my_job.py --bootstrap {bootstrap} --input {input} "
+                          "--output {output} --checkpoint-dir {checkpoint_dir}' ({metrics_file} optional)")
+    parser.add_argument("--scenarios", type=_scenarios, default=None,
+                        help="all, demo, or a comma-separated list of scenario names")
+    parser.add_argument("--seed", type=int, default=1, help="seed of every random choice (default: 1)")
+    parser.add_argument("--kills", type=_positive_int, default=3, help="kill -9s in the kill9 scenario")
+    parser.add_argument("--checkpoint-interval", type=float, default=0.2,
+                        help="seconds between checkpoints of the in-process job, {checkpoint_interval} "
+                             "of a job command (default: 0.2)")
+    parser.add_argument("--batch-records", type=_positive_int, default=None,
+                        help="records per poll (in-process) or per micro-batch (Spark), {batch_records} "
+                             "of a job command (default: 500 in-process, 2000 Spark)")
+    parser.add_argument("--run-timeout", type=float, default=600.0,
+                        help="seconds one run of the job may take before it is killed (default: 600)")
+    parser.add_argument("--reports-dir", type=Path, default=Path("reports"),
+                        help="where report.md, report.json and commit-latency.png go (default: ./reports)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kafka-eos", description="Prove exactly-once Kafka-to-Kafka delivery on your own cluster.")
+    parser.add_argument("--log-level", default="WARNING", type=str.upper,
+                        choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="library log level (default: WARNING)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    v = commands.add_parser("verify", help="check that an output topic holds every input record exactly once",
+                            description="Exit 0 only when the output is exactly-once.")
+    v.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers (host:port[,host:port])")
+    v.add_argument("--input", required=True, help="input topic")
+    v.add_argument("--output", required=True, help="output topic")
+    _add_id_options(v)
+    v.add_argument("--json-report", type=Path, default=None, help="also write the JSON report here")
+    v.add_argument("--json", action="store_true", help="print the JSON report instead of the summary")
+    v.add_argument("--max-samples", type=_positive_int, default=10, help="example ids per anomaly")
+    v.add_argument("--client-config", type=_client_setting, action="append", default=[], metavar="KEY=VALUE",
+                   help="librdkafka client setting (security etc.); may repeat")
+
+    load = commands.add_parser("load", help="load a topic with records that carry unique ids")
+    load.add_argument("--bootstrap", required=True)
+    load.add_argument("--topic", required=True)
+    load.add_argument("--records", type=_positive_int, default=20_000)
+    load.add_argument("--partitions", type=_positive_int, default=3)
+    load.add_argument("--aborted", type=_positive_int, default=50, help="records in one aborted transaction")
+
+    r = commands.add_parser("replay", help="run a job under injected faults, restart it, verify each scenario")
+    r.add_argument("--bootstrap", default=None,
+                   help="Kafka bootstrap servers; default: KAFKA_BOOTSTRAP_SERVERS, Docker, or KAFKA_HOME")
+    r.add_argument("--input", required=True, help="input topic (created and loaded with --load)")
+    r.add_argument("--load", type=_positive_int, default=None, metavar="N",
+                   help="first load N records with unique ids into --input")
+    r.add_argument("--partitions", type=_positive_int, default=3, help="partitions of a topic --load creates")
+    r.add_argument("--output-prefix", default=None, help="output topics are PREFIX-<scenario>")
+    _add_id_options(r)
+    _add_job_options(r)
+
+    d = commands.add_parser("demo", help="find or start a broker, load, replay a few faults, verify, report")
+    d.add_argument("--bootstrap", default=None,
+                   help="Kafka bootstrap servers; default: KAFKA_BOOTSTRAP_SERVERS, Docker, or KAFKA_HOME")
+    d.add_argument("--records", type=_positive_int, default=20_000, help="input records (default: 20000)")
+    d.add_argument("--partitions", type=_positive_int, default=3)
+    _add_job_options(d)
+    return parser
+
+
+# -- progress and output -------------------------------------------------------------------------
+
+@contextmanager
+def _progress() -> Iterator[Progress]:
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=err, transient=False, disable=not err.is_terminal)
+    with progress:
+        yield progress
+
+
+def _progress_callback(progress: Progress):  # type: ignore[no-untyped-def]
+    tasks: dict[str, int] = {}
+
+    def update(phase: str, done: int, total: int | None) -> None:
+        if phase not in tasks:
+            tasks[phase] = progress.add_task(phase, total=total)
+        progress.update(tasks[phase], completed=done, total=total)
+
+    return update
+
+
+def _event_callback(progress: Progress):  # type: ignore[no-untyped-def]
+    def event(message: str) -> None:
+        progress.console.log(message)
+    return event
+
+
+def _print_verify(report: VerifyReport) -> None:
+    lines = report.summary_lines()
+    out.print(lines[0], style="bold green" if report.exactly_once else "bold red", markup=False,
+              highlight=False)
+    for line in lines[1:]:
+        out.print(line, markup=False, highlight=False)
+
+
+def _print_table(result: ReplayResult) -> None:
+    table = Table(title=f"kafka-eos replay: {result.engine} engine, seed {result.seed}", show_lines=False)
+    for column in COLUMNS:
+        table.add_column(column, overflow="fold")
+    for row in table_rows(result):
+        verdict = row[-1]
+        style = ("green" if verdict.startswith(("exactly-once", "loss detected"))
+                 else "yellow" if verdict.startswith(("skipped", "not applicable")) or "did not" in verdict
+                 else "red")
+        table.add_row(*row[:-1], f"[{style}]{verdict}[/{style}]")
+    out.print(table)
+    out.print("PASSED" if result.passed else "FAILED", style="bold green" if result.passed else "bold red")
+
+
+def _template(args: argparse.Namespace) -> JobTemplate:
+    if args.job_command:
+        return JobTemplate.custom(args.job_command)
+    return JobTemplate.for_engine(args.engine)
+
+
+# -- commands ------------------------------------------------------------------------------------
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    check_reachable(args.bootstrap)
+    clients = clients_for(args.bootstrap, dict(args.client_config))
+    with _progress() as progress:
+        report = verify(clients, args.input, args.output, id_spec=args.id_field,
+                        output_id_spec=args.output_id_field, check_order=args.check_order,
+                        max_samples=args.max_samples, progress=_progress_callback(progress))
+    data = report.to_json()
+    if args.json_report:
+        args.json_report.parent.mkdir(parents=True, exist_ok=True)
+        args.json_report.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    if args.json:
+        out.print_json(json.dumps(data))
+    else:
+        _print_verify(report)
+    return EXIT_OK if report.exactly_once else EXIT_ANOMALY
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    check_reachable(args.bootstrap)
+    clients = clients_for(args.bootstrap)
+    with _progress() as progress:
+        result = load_input(clients, args.topic, args.records, partitions=args.partitions or 1,
+                            aborted=args.aborted, progress=_progress_callback(progress))
+    out.print(f"loaded {result.committed} committed records and {result.aborted} aborted ones into "
+              f"{result.topic} ({result.partitions} partitions)")
+    return EXIT_OK
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    template = _template(args)
+    work_dir = args.reports_dir / "work"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    with find_broker(args.bootstrap) as broker:
+        err.print(f"Kafka: {broker.origin} at {broker.bootstrap_servers}", highlight=False)
+        check_reachable(broker.bootstrap_servers)
+        clients = clients_for(broker.bootstrap_servers)
+        with _progress() as progress:
+            if args.load is not None:
+                load_input(clients, args.input, args.load, partitions=args.partitions or 1,
+                           progress=_progress_callback(progress))
+            admin = clients.admin()
+            try:
+                admin.partitions(args.input)
+            except UnknownTopicError:
+                raise UsageError(f"input topic {args.input!r} does not exist on {broker.bootstrap_servers}; "
+                                 "create and fill it, or pass --load N to load N records into it") from None
+            finally:
+                admin.close()
+            replay = Replay(ReplayOptions(
+                bootstrap=broker.bootstrap_servers, input_topic=args.input, template=template,
+                work_dir=work_dir / f"replay-s{args.seed}",
+                scenarios=args.scenarios or parse_scenarios("all"), seed=args.seed,
+                id_field=args.id_field, output_id_field=args.output_id_field, check_order=args.check_order,
+                output_prefix=args.output_prefix or f"{args.input}-eos-s{args.seed}",
+                checkpoint_interval=args.checkpoint_interval, batch_records=args.batch_records,
+                kills=args.kills, run_timeout_s=args.run_timeout,
+                broker=broker,
+            ), progress=_progress_callback(progress), events=_event_callback(progress))
+            result = replay.run()
+    files = write_reports(result, args.reports_dir)
+    _print_table(result)
+    out.print(f"reports: {files.markdown}, {files.json}" + (f", {files.plot}" if files.plot else ""))
+    return EXIT_OK if result.passed else EXIT_ANOMALY
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    template = _template(args)
+    options = DemoOptions(
+        template=template, bootstrap=args.bootstrap, records=args.records, partitions=args.partitions or 1,
+        scenarios=args.scenarios or list(DEMO_SCENARIOS), seed=args.seed, reports_dir=args.reports_dir,
+        work_dir=args.reports_dir / "work", checkpoint_interval=args.checkpoint_interval,
+        batch_records=args.batch_records, kills=args.kills,
+        run_timeout_s=args.run_timeout,
+    )
+    with _progress() as progress:
+        result, files = run_demo(options, progress=_progress_callback(progress), events=_event_callback(progress))
+    _print_table(result)
+    out.print(f"reports: {files.markdown}, {files.json}" + (f", {files.plot}" if files.plot else ""))
+    return EXIT_OK if result.passed else EXIT_ANOMALY
+
+
+COMMANDS = {"verify": cmd_verify, "load": cmd_load, "replay": cmd_replay, "demo": cmd_demo}
+
+
+def _kafka_message(exc: KafkaConnectorError) -> str:
+    text = str(exc)
+    if "AUTHORIZATION_FAILED" in text.upper() or "NOT AUTHORIZED" in text.upper():
+        return (f"permission denied by Kafka: {text}\nThe principal needs Describe and Read on the "
+                "topics it reads, Write and Create on the topics it writes, Describe/Write on the "
+                "transactional ids of a job, and DescribeConfigs on the cluster; pass credentials "
+                "with --client-config (e.g. sasl.username=...).")
+    if isinstance(exc, BrokerUnavailableError):
+        return f"Kafka did not answer: {text}"
+    return f"Kafka error: {text}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(name)s: %(message)s",
+                        handlers=[RichHandler(console=err, show_path=False)])
+    if logging.getLogger().level >= logging.WARNING:
+        # librdkafka's warnings here are transient states it retries by itself (coordinator
+        # loading, reconnects); a user who asked for no details should not see them as problems.
+        logging.getLogger("connectors.kafka.librdkafka").setLevel(logging.ERROR)
+    try:
+        return COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return EXIT_INTERRUPTED
+    except NoBrokerError as exc:
+        err.print(str(exc), markup=False, highlight=False)
+        return EXIT_USAGE
+    except (UsageError, BrokerUnreachableError, TopicNotFoundError, IdFieldError, JobTemplateError) as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        return EXIT_USAGE
+    except UnknownTopicError as exc:
+        err.print(f"error: a topic does not exist: {exc}", markup=False, highlight=False)
+        return EXIT_USAGE
+    except KafkaConnectorError as exc:
+        err.print(f"error: {_kafka_message(exc)}", markup=False, highlight=False)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""The kafka-eos console script: exit statuses, reports, and a clear message (never a traceback)
+for every expected bad input."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from connectors.kafka.errors import KafkaConnectorError
+from connectors.kafka.fake_cluster import FakeKafkaClients
+from connectors.tools import broker as broker_module
+from connectors.tools import cli, jobs
+from connectors.tools.loader import load_input
+from kafka_fixtures import produce_committed, read_all
+
+SCRIPT = Path(sys.executable).with_name("kafka-eos")
+
+
+@pytest.fixture
+def fake(tmp_path):
+    clients = FakeKafkaClients(tmp_path / "kafka.db")
+    load_input(clients, "in", 200, partitions=2, aborted=5)
+    clients.admin().create_topic("out", 2)
+    return clients
+
+
+def copy_all(fake, skip=(), extra=()):
+    records = [r for r in read_all(fake, "in") if r.key.decode() not in skip]
+    values = [r.value + b"|copied" for r in records] + [f'{{"id": "{i}"}}'.encode() for i in extra]
+    produce_committed(fake, "out", values, key_of=lambda v: str(json.JSONDecoder().raw_decode(v.decode())[0]["id"]).encode(),
+                      txn_id="copier")
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err + captured.out
+    return code, captured.out, captured.err
+
+
+def test_verify_passes_a_faithful_copy_and_writes_the_json_report(fake, capsys, tmp_path):
+    copy_all(fake)
+    report_path = tmp_path / "r" / "verify.json"
+    code, out, _ = run(capsys, "verify", "--bootstrap", fake.bootstrap_servers, "--input", "in",
+                       "--output", "out", "--json-report", str(report_path))
+    assert code == 0
+    assert out.startswith("EXACTLY-ONCE")
+    data = json.loads(report_path.read_text())
+    assert data["exactly_once"] is True and data["counts"]["input_records"] == 200
+
+
+def test_verify_exits_1_on_anomalies_and_prints_json_on_request(fake, capsys):
+    copy_all(fake, skip={"7"}, extra=[3])
+    code, out, _ = run(capsys, "verify", "--bootstrap", fake.bootstrap_servers, "--input", "in",
+                       "--output", "out", "--id-field", "json:id", "--json")
+    assert code == 1
+    data = json.loads(out)
+    assert data["exactly_once"] is False
+    assert data["anomalies"]["lost_writes"]["records"] == 1
+    assert data["anomalies"]["duplicates"]["records"] == 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--id-field", "json"], "'json' is not valid: use 'key'"),
+    (["--id-field", "value:id"], "json:<field>"),
+    (["--output-id-field", "header:"], "header:<name>"),
+])
+def test_malformed_id_fields_are_usage_errors(fake, capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["verify", "--bootstrap", fake.bootstrap_servers, "--input", "in", "--output", "out", *argv])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_an_id_field_the_records_lack_is_a_clear_error(fake, capsys):
+    copy_all(fake)
+    code, _, err = run(capsys, "verify", "--bootstrap", fake.bootstrap_servers, "--input", "in",
+                       "--output", "out", "--id-field", "header:rid")
+    assert code == 2
+    assert "no record of 'in' has an id at header:rid" in err
+
+
+@pytest.mark.parametrize("topics, missing", [(("nope", "out"), "nope"), (("in", "absent"), "absent")])
+def test_unknown_input_or_output_topics_are_clear_errors(fake, capsys, topics, missing):
+    code, _, err = run(capsys, "verify", "--bootstrap", fake.bootstrap_servers, "--input", topics[0],
+                       "--output", topics[1])
+    assert code == 2
+    assert f"topic '{missing}' does not exist" in err
+
+
+def test_a_broker_that_does_not_answer_is_a_clear_error(fake, capsys):
+    fake.set_available(False)
+    code, _, err = run(capsys, "verify", "--bootstrap", fake.bootstrap_servers, "--input", "in", "--output", "out")
+    assert code == 2
+    assert "Kafka did not answer" in err and "unavailable" in err
+
+
+def test_permission_errors_say_what_is_missing(fake, capsys, monkeypatch):
+    def refuse(*_args, **_kwargs):
+        raise KafkaConnectorError("admin: describe topic in: TOPIC_AUTHORIZATION_FAILED: Not authorized")
+
+    monkeypatch.setattr(cli, "verify", refuse)
+    code, _, err = run(capsys, "verify", "--bootstrap", fake.bootstrap_servers, "--input", "in", "--output", "out")
+    assert code == 2
+    assert "permission denied by Kafka" in err and "--client-config" in err
+
+
+def test_an_unreachable_broker_fails_fast_with_a_clear_message():
+    """The installed console script, as a user runs it: bounded retries, then one message."""
+    result = subprocess.run([str(SCRIPT), "verify", "--bootstrap", "127.0.0.1:1", "--input", "a", "--output", "b"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "cannot reach Kafka at 127.0.0.1:1" in result.stderr
+    assert "attempts" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_demo_without_any_broker_says_exactly_what_to_provide(capsys, monkeypatch, tmp_path):
+    for name in ("KAFKA_BOOTSTRAP_SERVERS", "KAFKA_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(broker_module, "_docker_answers", lambda: False)
+    code, _, err = run(capsys, "demo", "--reports-dir", str(tmp_path))
+    assert code == 2
+    for what in ("KAFKA_BOOTSTRAP_SERVERS=host:port", "Docker engine", "KAFKA_HOME=<path>", "Kafka 4.x"):
+        assert what in err
+    assert "no Docker engine answered; KAFKA_HOME is not set" in err
+
+
+def test_demo_on_the_fake_cluster_prints_the_table_and_writes_reports(capsys, tmp_path):
+    code, out, _ = run(capsys, "demo", "--bootstrap", f"fake-kafka://{tmp_path / 'kafka.db'}", "--records", "1500",
+                       "--scenarios", "baseline,after_pre_commit,task_failures", "--checkpoint-interval", "0.02",
+                       "--batch-records", "50", "--reports-dir", str(tmp_path / "reports"))
+    assert code == 0, out
+    assert "Scenario" in out and "Recovery time" in out and "PASSED" in out
+    assert "after_pre_commit" in out and "not applicable" in out
+    (folder,) = [p for p in (tmp_path / "reports").iterdir() if p.name != "work"]
+    assert {p.name for p in folder.iterdir()} == {"report.md", "report.json", "commit-latency.png"}
+    data = json.loads((folder / "report.json").read_text())
+    assert [s["status"] for s in data["scenarios"]] == ["passed", "passed", "skipped"]
+
+
+def test_replay_exits_1_when_a_scenario_is_not_exactly_once(capsys, tmp_path):
+    bootstrap = f"fake-kafka://{tmp_path / 'kafka.db'}"
+    command = ("{python} {examples}/copy_pipeline.py --bootstrap {bootstrap} --input {input} --output {output} "
+               "--checkpoint-dir {checkpoint_dir} --bounded --delivery-guarantee at_least_once "
+               "--max-poll-records 50 --checkpoint-interval 0.02 --metrics-file {metrics_file}")
+    code, out, _ = run(capsys, "replay", "--bootstrap", bootstrap, "--input", "in", "--load", "1000",
+                       "--job-command", command, "--scenarios", "baseline,after_pre_commit",
+                       "--reports-dir", str(tmp_path / "reports"))
+    assert code == 1
+    assert "NOT exactly-once" in out and "FAILED" in out
+    assert (tmp_path / "reports" / "report.md").exists()
+
+
+def test_replay_of_a_missing_input_topic_says_how_to_load_one(fake, capsys, tmp_path):
+    code, _, err = run(capsys, "replay", "--bootstrap", fake.bootstrap_servers, "--input", "missing",
+                       "--scenarios", "baseline", "--reports-dir", str(tmp_path))
+    assert code == 2
+    assert "input topic 'missing' does not exist" in err and "--load N" in err
+
+
+def test_an_engine_whose_example_is_missing_is_a_clear_error(fake, capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(jobs, "EXAMPLES_DIR", tmp_path / "no-examples")
+    code, _, err = run(capsys, "replay", "--bootstrap", fake.bootstrap_servers, "--input", "in",
+                       "--engine", "spark", "--reports-dir", str(tmp_path))
+    assert code == 2
+    assert "spark_pipeline.py, which does not exist" in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--scenarios", "baseline,bogus"], "unknown scenarios ['bogus']"),
+    (["--job-command", "job {input}"], "must contain {bootstrap}, {output}, {checkpoint_dir}"),
+    (["--engine", "flink"], "invalid choice: 'flink'"),
+])
+def test_bad_replay_options(fake, capsys, tmp_path, argv, message):
+    try:
+        code = cli.main(["replay", "--bootstrap", fake.bootstrap_servers, "--input", "in",
+                         "--reports-dir", str(tmp_path), *argv])
+    except SystemExit as exit_info:
+        code = exit_info.code
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_load_writes_unique_ids(capsys, tmp_path):
+    bootstrap = f"fake-kafka://{tmp_path / 'kafka.db'}"
+    code, out, _ = run(capsys, "load", "--bootstrap", bootstrap, "--topic", "t", "--records", "300",
+                       "--partitions", "3", "--aborted", "7")
+    assert code == 0 and "loaded 300 committed records and 7 aborted" in out
+    keys = [r.key for r in read_all(FakeKafkaClients(tmp_path / "kafka.db"), "t")]
+    assert sorted(keys) == sorted(str(i).encode() for i in range(300))
+
+
+def test_the_console_script_is_installed():
+    assert SCRIPT.exists(), "pip install -e . creates the kafka-eos script"
+    result = subprocess.run([str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "COLUMNS": "200"})
+    assert result.returncode == 0
+    for command in ("verify", "load", "replay", "demo"):
+        assert command in result.stdout
