@@ -217,3 +217,29 @@ def test_job_templates():
     with pytest.raises(JobTemplateError, match="cannot be parsed"):
         JobTemplate.custom("job 'unclosed {input}")
     assert JobTemplate.for_engine("inprocess").writes_metrics
+
+
+def test_a_failpoint_kill_without_a_log_line_still_counts_as_fired(tmp_path):
+    """A Spark Python worker's failpoint log line may never reach the job's output; the SIGKILL of
+    the job's process group (or exit 137) is what shows the failpoint fired."""
+    from connectors.tools.jobs import RunResult
+
+    killed = RunResult(["job"], {}, tmp_path / "log", 0, exit_code=-signal.SIGKILL)
+    exited = RunResult(["job"], {}, tmp_path / "log", 0, exit_code=137)
+    failed = RunResult(["job"], {}, tmp_path / "log", 0, exit_code=1)
+    hung = RunResult(["job"], {}, tmp_path / "log", 0, exit_code=-signal.SIGKILL, timed_out=True)
+    assert Replay._failpoint_hit(killed) and Replay._failpoint_hit(exited)
+    assert not Replay._failpoint_hit(failed) and not Replay._failpoint_hit(hung)
+
+
+def test_an_output_topic_with_records_from_an_earlier_run_is_refused(tmp_path):
+    from connectors.kafka.clients import clients_for
+
+    bootstrap = f"fake-kafka://{tmp_path / 'kafka.db'}"
+    clients = clients_for(bootstrap)
+    load_input(clients, "in", 100, partitions=1, aborted=0)
+    load_input(clients, "old-baseline", 5, partitions=1, aborted=0)
+    result = Replay(options(tmp_path, bootstrap, scenarios=["baseline"], output_prefix="old")).run()
+    (baseline,) = result.scenarios
+    assert baseline.status == FAILED and "already holds records" in baseline.verdict
+    assert baseline.runs == [] and not result.passed

@@ -12,6 +12,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -68,14 +69,22 @@ def _client_setting(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def _positive_int(text: str) -> int:
+def _count(text: str, minimum: int = 0) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} must be >= 0")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{text} must be >= {minimum}")
     return value
+
+
+def _positive_int(text: str) -> int:
+    return _count(text, 0)
+
+
+def _partitions(text: str) -> int:
+    return _count(text, 1)
 
 
 def _rate(text: str) -> float:
@@ -145,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--bootstrap", required=True)
     load.add_argument("--topic", required=True)
     load.add_argument("--records", type=_positive_int, default=20_000)
-    load.add_argument("--partitions", type=_positive_int, default=3)
+    load.add_argument("--partitions", type=_partitions, default=3)
     load.add_argument("--aborted", type=_positive_int, default=50, help="records in one aborted transaction")
 
     r = commands.add_parser("replay", help="run a job under injected faults, restart it, verify each scenario")
@@ -154,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--input", required=True, help="input topic (created and loaded with --load)")
     r.add_argument("--load", type=_positive_int, default=None, metavar="N",
                    help="first load N records with unique ids into --input")
-    r.add_argument("--partitions", type=_positive_int, default=3, help="partitions of a topic --load creates")
+    r.add_argument("--partitions", type=_partitions, default=3, help="partitions of a topic --load creates")
     r.add_argument("--output-prefix", default=None, help="output topics are PREFIX-<scenario>")
     _add_id_options(r)
     _add_job_options(r)
@@ -163,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--bootstrap", default=None,
                    help="Kafka bootstrap servers; default: KAFKA_BOOTSTRAP_SERVERS, Docker, or KAFKA_HOME")
     d.add_argument("--records", type=_positive_int, default=20_000, help="input records (default: 20000)")
-    d.add_argument("--partitions", type=_positive_int, default=3)
+    d.add_argument("--partitions", type=_partitions, default=3)
     _add_job_options(d)
     return parser
 
@@ -247,7 +256,7 @@ def cmd_load(args: argparse.Namespace) -> int:
     check_reachable(args.bootstrap)
     clients = clients_for(args.bootstrap)
     with _progress() as progress:
-        result = load_input(clients, args.topic, args.records, partitions=args.partitions or 1,
+        result = load_input(clients, args.topic, args.records, partitions=args.partitions,
                             aborted=args.aborted, progress=_progress_callback(progress))
     out.print(f"loaded {result.committed} committed records and {result.aborted} aborted ones into "
               f"{result.topic} ({result.partitions} partitions)")
@@ -256,7 +265,10 @@ def cmd_load(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     template = _template(args)
-    work_dir = args.reports_dir / "work"
+    # Every replay gets fresh output topics and checkpoint directories: a rerun must not resume
+    # an earlier run's checkpoints or count its records.
+    run_id = time.strftime("%Y%m%d-%H%M%S") + f"-s{args.seed}"
+    work_dir = args.reports_dir / "work" / run_id
     work_dir.mkdir(parents=True, exist_ok=True)
     with find_broker(args.bootstrap) as broker:
         err.print(f"Kafka: {broker.origin} at {broker.bootstrap_servers}", highlight=False)
@@ -264,7 +276,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         clients = clients_for(broker.bootstrap_servers)
         with _progress() as progress:
             if args.load is not None:
-                load_input(clients, args.input, args.load, partitions=args.partitions or 1,
+                load_input(clients, args.input, args.load, partitions=args.partitions,
                            progress=_progress_callback(progress))
             admin = clients.admin()
             try:
@@ -276,16 +288,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 admin.close()
             replay = Replay(ReplayOptions(
                 bootstrap=broker.bootstrap_servers, input_topic=args.input, template=template,
-                work_dir=work_dir / f"replay-s{args.seed}",
+                work_dir=work_dir,
                 scenarios=args.scenarios or parse_scenarios("all"), seed=args.seed,
                 id_field=args.id_field, output_id_field=args.output_id_field, check_order=args.check_order,
-                output_prefix=args.output_prefix or f"{args.input}-eos-s{args.seed}",
+                output_prefix=args.output_prefix or f"{args.input}-eos-{run_id}",
                 checkpoint_interval=args.checkpoint_interval, batch_records=args.batch_records,
                 kills=args.kills, run_timeout_s=args.run_timeout,
                 broker=broker,
             ), progress=_progress_callback(progress), events=_event_callback(progress))
             result = replay.run()
-    files = write_reports(result, args.reports_dir)
+    files = write_reports(result, args.reports_dir / run_id)
     _print_table(result)
     out.print(f"reports: {files.markdown}, {files.json}" + (f", {files.plot}" if files.plot else ""))
     return EXIT_OK if result.passed else EXIT_ANOMALY
@@ -294,7 +306,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     template = _template(args)
     options = DemoOptions(
-        template=template, bootstrap=args.bootstrap, records=args.records, partitions=args.partitions or 1,
+        template=template, bootstrap=args.bootstrap, records=args.records, partitions=args.partitions,
         scenarios=args.scenarios or list(DEMO_SCENARIOS), seed=args.seed, reports_dir=args.reports_dir,
         work_dir=args.reports_dir / "work", checkpoint_interval=args.checkpoint_interval,
         batch_records=args.batch_records, kills=args.kills,

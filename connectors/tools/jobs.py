@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from twophase import failpoints
+
 log = logging.getLogger(__name__)
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
@@ -152,6 +154,11 @@ class RunResult:
     failpoints_fired: list[str] = field(default_factory=list)
     transaction_lost: bool = False
     lost_records_reported: int = 0
+
+    @property
+    def died_abruptly(self) -> bool:
+        """Ended by SIGKILL or a failpoint's ``os._exit``: no cleanup ran (not a hang we killed)."""
+        return not self.timed_out and self.exit_code in (-signal.SIGKILL, failpoints.EXIT_CODE)
 
     @property
     def succeeded(self) -> bool:

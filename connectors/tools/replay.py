@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from connectors.kafka.clients import KafkaClients, clients_for
+from connectors.kafka.clients import KafkaClients, TopicPartition, clients_for
 from connectors.tools.broker import TXN_CLEANUP_INTERVAL_KEY, Broker
 from connectors.tools.job_metrics import CheckpointEvent, read_metrics
 from connectors.tools.jobs import JobRun, JobTemplate, RunResult
@@ -179,7 +179,11 @@ class Replay:
 
     def run(self) -> ReplayResult:
         opts = self.options
-        partitions = len(self.clients.admin().partitions(opts.input_topic))
+        admin = self.clients.admin()
+        try:
+            partitions = len(admin.partitions(opts.input_topic))
+        finally:
+            admin.close()
         order = sorted(opts.scenarios, key=lambda n: n != "baseline")  # baseline first: it times the job
         results = [self._scenario(name, partitions) for name in order]
         return ReplayResult(opts.bootstrap, opts.broker.origin if opts.broker else None, opts.input_topic,
@@ -212,6 +216,12 @@ class Replay:
         result = ScenarioResult(name, fault, INCONCLUSIVE, "", started_ms=_now_ms())
         result.output_topic = f"{opts.output_prefix}-{name.replace('_', '-')}"
         ensure_topic(self.clients, result.output_topic, partitions)
+        if self._holds_records(result.output_topic):
+            result.status = FAILED
+            result.verdict = (f"output topic {result.output_topic} already holds records (from an earlier "
+                              "run?); choose another output prefix")
+            self._event(f"{name}: {result.verdict}")
+            return result
         folder = opts.work_dir / name
         folder.mkdir(parents=True, exist_ok=True)
         metrics_file = folder / "metrics.jsonl"
@@ -238,6 +248,16 @@ class Replay:
             self._baseline_checkpoints = len(result.checkpoints)
         self._event(f"{name}: {result.verdict}")
         return result
+
+    def _holds_records(self, topic: str) -> bool:
+        admin = self.clients.admin()
+        try:
+            partitions = [TopicPartition(topic, p) for p in admin.partitions(topic)]
+            start = admin.list_offsets(partitions, "earliest", read_committed=False)
+            end = admin.list_offsets(partitions, "latest", read_committed=False)
+        finally:
+            admin.close()
+        return any(end[tp] > start[tp] for tp in partitions)
 
     def _describe(self, name: str) -> str:
         """The fault in general terms; a run's plan replaces it with the seeded specifics."""
@@ -301,7 +321,7 @@ class Replay:
             outcome = run.wait(opts.run_timeout_s)
             result.runs.append(outcome)
             self._progress_event(name, outcome, number)
-            if "failpoint" in step and not outcome.failpoints_fired:
+            if "failpoint" in step and not self._failpoint_hit(outcome):
                 result.notes.append(f"run {number}: failpoint {step['failpoint']} did not fire")
             if outcome.succeeded:
                 return
@@ -348,6 +368,12 @@ class Replay:
             return (f"task failure rate {opts.task_failure_rate:g} (seed {seed})",
                     [{"env": env} for _ in range(opts.max_runs)])
         raise ValueError(f"no plan for scenario {name!r}")
+
+    @staticmethod
+    def _failpoint_hit(run: RunResult) -> bool:
+        # The log line may be missing (a Spark Python worker's log does not reach the job's
+        # output), but only a failpoint ends a run of a failpoint step by SIGKILL or exit 137.
+        return bool(run.failpoints_fired) or run.died_abruptly
 
     def _progress_event(self, name: str, outcome: RunResult, number: int) -> None:
         how = ("killed" if outcome.killed else "timed out" if outcome.timed_out
@@ -424,7 +450,7 @@ class Replay:
         if result.name == "baseline" or result.name == "task_failures":
             return False
         if result.name in FAILPOINT_SCENARIOS:
-            return not any(run.failpoints_fired for run in result.runs)
+            return not any(self._failpoint_hit(run) for run in result.runs)
         return not any(run.fault_start_ms is not None for run in result.runs)
 
     @staticmethod
