@@ -194,7 +194,6 @@ class CheckpointCoordinator:
             restored_id = checkpoint.checkpoint_id if checkpoint else None
             log.info("restoring from %s (committed=%s)",
                      f"checkpoint {restored_id}" if checkpoint else "nothing (fresh start)", committed)
-            failpoints.hit(failpoints.DURING_RESTORE, checkpoint_id=restored_id)
             for participant in self._participants.values():
                 state = checkpoint.state_of(participant.name) if checkpoint else None
                 participant.restore(RestoredState(restored_id, state, committed))

@@ -198,6 +198,7 @@ class TwoPhaseCommitSink(CheckpointParticipant, Generic[Txn, Committable]):
             self.abort(committable, checkpoint_id)
 
     def restore(self, restored: RestoredState) -> None:
+        failpoints.hit(failpoints.DURING_RESTORE, sink=self.name, checkpoint_id=restored.checkpoint_id)
         self._pending.clear()
         self._current = None
         keep: list[Committable] = []
