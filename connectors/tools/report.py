@@ -30,6 +30,8 @@ class ReportFiles:
 
 def _recovery_text(scenario: ScenarioResult) -> str:
     gaps = scenario.recovery_ms
+    if scenario.recoveries and not scenario.checkpoints:
+        return "n/a (job wrote no metrics)"
     if not gaps:
         missing = sum(1 for _, _, done in scenario.recoveries if done is None)
         return f"none after {missing} fault(s)" if missing else "—"
