@@ -17,6 +17,7 @@ attempt of a seeded share of write tasks, which Spark retries.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -48,6 +49,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--failpoint", action="append", default=[],
                         help=f"NAME:ACTION[@HIT], NAME in {', '.join(failpoints.ALL)}; may repeat")
     parser.add_argument("--log-level", default="WARN")
+    parser.add_argument("--metrics-file", default=None,
+                        help="append one JSON line per micro-batch (batchId, numInputRows, durationMs, "
+                             "timestamp) from the query's progress")
     return parser.parse_args(argv)
 
 
@@ -92,7 +96,7 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
         .option("topic", args.output)
         .option("checkpointLocation", args.checkpoint_dir)
         .option("eos.deliveryGuarantee", args.delivery_guarantee)
-        .option("kafka.transaction.timeout.ms", str(args.transaction_timeout_ms))
+        .option("eos.transactionTimeoutMs", str(args.transaction_timeout_ms))
         .option("eos.checkpointTimeoutMs", str(args.checkpoint_timeout_ms))
         .option("eos.restartBudgetMs", str(args.restart_budget_ms))
         .queryName("kafka-eos-example")
@@ -102,6 +106,17 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
     else:
         writer = writer.trigger(processingTime=args.trigger_interval)
     return writer.start()
+
+
+def append_progress(query, path: str, written: set) -> None:  # type: ignore[no-untyped-def]
+    """Append the query's progress entries not yet in ``path`` (keyed by batch id and trigger time)."""
+    with open(path, "a") as out:
+        for progress in query.recentProgress:
+            key = (progress["batchId"], progress["timestamp"])
+            if key not in written:
+                written.add(key)
+                out.write(json.dumps({name: progress[name] for name in
+                                      ("batchId", "numInputRows", "durationMs", "timestamp")}) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,11 +149,19 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel(args.log_level)
     register(spark)
     query = build_query(spark, args)
+    written: set = set()
     try:
-        query.awaitTermination()
+        if args.metrics_file:
+            # Poll the progress while waiting: recentProgress keeps only the last 100 entries.
+            while not query.awaitTermination(1):
+                append_progress(query, args.metrics_file, written)
+        else:
+            query.awaitTermination()
     except KeyboardInterrupt:
         query.stop()
     finally:
+        if args.metrics_file:
+            append_progress(query, args.metrics_file, written)
         for progress in query.recentProgress:
             log.info("batch %s: %s rows, %s ms", progress["batchId"], progress["numInputRows"],
                      progress["durationMs"].get("triggerExecution"))

@@ -1,0 +1,759 @@
+"""Throughput benchmark of the exactly-once Spark pipeline against its baselines (issue 4).
+
+    KAFKA_HOME=/tmp/kafka python bench/run_bench.py [--records 1000000] [--out bench-results.json]
+
+One invocation, one broker, one input topic; each run is a subprocess reading that input from
+offset 0 into an output topic of its own:
+
+- ``raw_alo`` / ``raw_eos``: ``bench/raw_copy.py``, a single-process confluent-kafka copy loop,
+  at-least-once, and exactly-once with a transaction every 100 ms;
+- ``spark_alo`` / ``spark_eos``: ``examples/spark_pipeline.py --transform copy --bounded``
+  (Trigger.AvailableNow, ``--max-offsets-per-trigger`` records per micro-batch), with the sink in
+  at-least-once and in exactly-once mode.
+
+Measured per run (nothing is asserted: the script reports, it does not judge by failing):
+
+- steady-state throughput, start-up excluded: for Spark, the records of every micro-batch after
+  the first divided by those batches' summed ``triggerExecution`` durations (from the job's
+  ``--metrics-file``); for the raw loop, records / (last record acknowledged - first consumed);
+- cold start: process start until a watcher polling the output's read_committed end offsets
+  (admin ListOffsets, every 100 ms) first sees one above 0;
+- per-micro-batch overhead of exactly-once: mean batch duration of ``spark_eos`` minus
+  ``spark_alo`` over the batches after the first (same batch ids, same sizes), and the driver's
+  commit time from the sink's "batch N committed: ... X ms" log lines;
+- peak memory: the RSS of the run's whole process tree (driver, JVM, Python workers), summed over
+  every process each 200 ms from /proc. Pages shared between processes (forked Python workers) are
+  counted once per process, so this is an upper bound;
+- CPU: seconds used by the tree, by the broker (when this script started it) and by the whole
+  machine, so a busy machine shows up in the results.
+
+Every output is then read back with read_committed and its records and distinct keys counted.
+
+The broker: ``--bootstrap``, else ``KAFKA_BOOTSTRAP_SERVERS``, else a Docker engine, else
+``KAFKA_HOME`` started on 127.0.0.1 by the kit's launcher (``connectors.tools.broker``). A
+broker this script starts is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import AdminClient
+
+from connectors.kafka.clients import TopicPartition, clients_for
+from connectors.tools.broker import Broker, find_broker
+
+REPO = Path(__file__).resolve().parent.parent
+SPARK_PIPELINE = REPO / "examples" / "spark_pipeline.py"
+RAW_COPY = REPO / "bench" / "raw_copy.py"
+#: Holds a sitecustomize that prints the sink's commit-time log lines from Spark's Python workers.
+WORKER_LOGGING = REPO / "bench" / "worker_logging"
+ALL_RUNS = ("raw_alo", "raw_eos", "spark_alo", "spark_eos")
+SUFFIX = b"|copied"
+
+#: Quix Streams 3.28 exactly-once on the same machine and work (issue 4); the target is 3x it.
+QUIX_EOS_REC_S = 73_000
+TARGET_STEADY_REC_S = 220_000
+TARGET_EOS_VS_ALO = 0.90
+TARGET_OVERHEAD_MS = 50.0
+TARGET_MIN_BATCH = 200_000
+
+COMMITTED_LINE = re.compile(
+    r"batch (\d+) committed: (\d+) transactions, (\d+) records, (\d+) ms")
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# -- /proc sampling ------------------------------------------------------------------------------
+
+def _proc_stats() -> dict[int, tuple[int, str, float, int]]:
+    """pid -> (ppid, comm, cpu seconds, rss bytes) of every process, from /proc/<pid>/stat."""
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                data = f.read().decode("utf-8", "replace")
+        except OSError:
+            continue  # exited meanwhile
+        close = data.rfind(")")
+        comm = data[data.find("(") + 1:close]
+        fields = data[close + 2:].split()
+        # fields[0] is field 3 (state) of proc(5): ppid 4, utime 14, stime 15, rss 24.
+        stats[int(entry)] = (int(fields[1]), comm, (int(fields[11]) + int(fields[12])) / CLOCK_TICKS,
+                             int(fields[21]) * PAGE_SIZE)
+    return stats
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            parts = f.read().split(b"\0")
+    except OSError:
+        return "?"
+    words = [p.decode("utf-8", "replace") for p in parts if p]
+    # Enough to tell a driver from the JVM from a Python worker.
+    interesting = [w for w in words if w.endswith(".py") or w.startswith("pyspark.") or
+                   w.startswith("org.apache.spark.") or w == "-m"]
+    return " ".join([Path(words[0]).name] + interesting)[:100] if words else "?"
+
+
+def _pss(pid: int) -> int:
+    """Proportional set size in bytes (shared pages split between their users), 0 if gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _machine_cpu() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    return (sum(values) - idle) / CLOCK_TICKS, sum(values) / CLOCK_TICKS
+
+
+class TreeSampler(threading.Thread):
+    """Every ``interval_s``: the summed RSS of ``root`` and all its descendants; the peak, what
+    made it up, and the CPU seconds each process of the tree used (max seen, summed at the end).
+
+    RSS counts a page shared by several processes (forked Python workers, a JVM that forks) once
+    per process, so its sum is an upper bound. Every ``pss_every``-th sample also sums the PSS
+    (/proc/<pid>/smaps_rollup, which shares such pages out; slower to read, hence less often)."""
+
+    def __init__(self, root: int, interval_s: float = 0.2, watch_pid: int | None = None,
+                 pss_every: int = 5) -> None:
+        super().__init__(daemon=True)
+        self.root = root
+        self.interval_s = interval_s
+        self.pss_every = pss_every
+        self.samples = 0
+        self.peak_pss = 0
+        self.watch_pid = watch_pid  # the broker, when known: CPU only
+        self.peak_rss = 0
+        self.peak_time = 0.0
+        self.peak_processes: list[dict[str, Any]] = []
+        self.series: list[tuple[float, int]] = []
+        self.cpu_by_pid: dict[int, float] = {}
+        self.watch_cpu_first: float | None = None
+        self.watch_cpu_last: float | None = None
+        self.max_processes = 0
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            self.sample()
+            self._halt.wait(self.interval_s)
+        self.sample()
+
+    def sample(self) -> None:
+        stats = _proc_stats()
+        now = time.time()
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, _, _, _) in stats.items():
+            children.setdefault(ppid, []).append(pid)
+        tree, todo = [], [self.root]
+        while todo:
+            pid = todo.pop()
+            if pid in stats:
+                tree.append(pid)
+                todo.extend(children.get(pid, ()))
+        total = sum(stats[pid][3] for pid in tree)
+        for pid in tree:
+            self.cpu_by_pid[pid] = max(self.cpu_by_pid.get(pid, 0.0), stats[pid][2])
+        if self.watch_pid in stats:
+            cpu = stats[self.watch_pid][2]
+            self.watch_cpu_first = cpu if self.watch_cpu_first is None else self.watch_cpu_first
+            self.watch_cpu_last = cpu
+        self.max_processes = max(self.max_processes, len(tree))
+        if self.samples % self.pss_every == 0:
+            self.peak_pss = max(self.peak_pss, sum(_pss(pid) for pid in tree))
+        self.samples += 1
+        if tree:
+            self.series.append((now, total))
+        if total > self.peak_rss:
+            self.peak_rss, self.peak_time = total, now
+            self.peak_processes = sorted(
+                ({"pid": pid, "process": _cmdline(pid), "rss_mb": round(stats[pid][3] / 2**20, 1)}
+                 for pid in tree), key=lambda p: -p["rss_mb"])
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=10)
+
+    @property
+    def tree_cpu_s(self) -> float:
+        return sum(self.cpu_by_pid.values())
+
+    @property
+    def watch_cpu_s(self) -> float | None:
+        if self.watch_cpu_first is None or self.watch_cpu_last is None:
+            return None
+        return self.watch_cpu_last - self.watch_cpu_first
+
+    def peak_between(self, start: float, end: float) -> int:
+        return max((rss for t, rss in self.series if start <= t <= end), default=0)
+
+
+class FirstOutputWatcher(threading.Thread):
+    """Polls the read_committed end offsets of ``topic`` until one is above 0."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, interval_s: float = 0.1) -> None:
+        super().__init__(daemon=True)
+        self.admin = clients_for(bootstrap).admin()
+        self.partitions = [TopicPartition(topic, p) for p in range(partitions)]
+        self.interval_s = interval_s
+        self.seen_at: float | None = None
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self._halt.is_set():
+                try:
+                    ends = self.admin.list_offsets(self.partitions, "latest", read_committed=True)
+                    if any(offset > 0 for offset in ends.values()):
+                        self.seen_at = time.time()
+                        return
+                except Exception as exc:  # a slow answer is retried; the run still goes on
+                    log(f"watcher: {exc!r}")
+                self._halt.wait(self.interval_s)
+        finally:
+            self.admin.close()
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=10)
+
+
+# -- Kafka helpers -------------------------------------------------------------------------------
+
+def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
+    admin = clients_for(bootstrap).admin()
+    try:
+        for name in names:
+            admin.create_topic(name, partitions)
+    finally:
+        admin.close()
+
+
+def delete_topics(bootstrap: str, names: list[str]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for name, future in admin.delete_topics(names, operation_timeout=30).items():
+        try:
+            future.result()
+        except KafkaException as exc:
+            log(f"deleting topic {name}: {exc}")
+
+
+def input_record(i: int, payload: str) -> tuple[bytes, bytes]:
+    # The loader's record shape ({"id", "seq", "payload"}), padded to the requested size.
+    return str(i).encode(), b'{"id":%d,"seq":%d,"payload":"%s"}' % (i, i, payload.encode())
+
+
+def load_input(bootstrap: str, topic: str, records: int, partitions: int, value_bytes: int) -> float:
+    """Write ``records`` records (round-robin over the partitions, plain producer); return seconds."""
+    payload = "x" * max(0, value_bytes - len(input_record(records // 2, "")[1]))
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000,
+                         "queue.buffering.max.messages": 1_000_000, "enable.idempotence": True})
+    started = time.monotonic()
+    for i in range(records):
+        key, value = input_record(i, payload)
+        while True:
+            try:
+                producer.produce(topic, value, key, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    left = producer.flush(120)
+    if left:
+        raise RuntimeError(f"loading {topic}: {left} records not acknowledged after 120 s")
+    return time.monotonic() - started
+
+
+@dataclass
+class OutputCheck:
+    records: int = 0
+    distinct_keys: int = 0
+    bad_values: int = 0
+    seconds: float = 0.0
+
+
+def check_output(bootstrap: str, topic: str, partitions: int) -> OutputCheck:
+    """Read ``topic`` to its end with read_committed; count records, distinct keys, and values that
+    are not a copy (no ``|copied`` suffix)."""
+    started = time.monotonic()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-check-{topic}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "enable.partition.eof": True, "fetch.queue.backoff.ms": 10})
+    consumer.assign([CkTopicPartition(topic, p, 0) for p in range(partitions)])
+    check = OutputCheck()
+    keys: set[bytes | None] = set()
+    remaining = set(range(partitions))
+    idle_since = time.monotonic()
+    while remaining:
+        messages = consumer.consume(num_messages=10_000, timeout=0.5)
+        if messages:
+            idle_since = time.monotonic()
+        elif time.monotonic() - idle_since > 60:
+            raise RuntimeError(f"checking {topic}: no progress for 60 s, partitions {remaining} unfinished")
+        for msg in messages:
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    remaining.discard(msg.partition())
+                    continue
+                raise KafkaException(err)
+            check.records += 1
+            keys.add(msg.key())
+            value = msg.value()
+            if value is None or not value.endswith(SUFFIX):
+                check.bad_values += 1
+    consumer.close()
+    check.distinct_keys = len(keys)
+    check.seconds = time.monotonic() - started
+    return check
+
+
+# -- runs ----------------------------------------------------------------------------------------
+
+@dataclass
+class Run:
+    name: str
+    kind: str  # raw | spark
+    guarantee: str
+    output: str
+    command: list[str]
+    env: dict[str, str] | None = None
+    metrics_file: Path | None = None
+    result_file: Path | None = None
+    stderr_file: Path | None = None
+    results: dict[str, Any] = field(default_factory=dict)
+
+
+def _iso_to_epoch(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def execute(run: Run, bootstrap: str, partitions: int, work: Path, broker_pid: int | None,
+            timeout_s: float) -> None:
+    """Start the run's process, watch it until it exits, and fill ``run.results``."""
+    assert run.stderr_file is not None
+    load_before = os.getloadavg()
+    cpu_before = _machine_cpu()
+    watcher = FirstOutputWatcher(bootstrap, run.output, partitions)
+    with open(work / f"{run.name}.stdout", "wb") as out, open(run.stderr_file, "wb") as err:
+        started = time.time()
+        # A session of its own: on a timeout the whole job (JVM, workers) is killed by its group.
+        process = subprocess.Popen(run.command, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                   cwd=REPO, env=run.env, start_new_session=True)
+    sampler = TreeSampler(process.pid, watch_pid=broker_pid)
+    sampler.start()
+    watcher.start()
+    try:
+        code = process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        log(f"{run.name}: still running after {timeout_s:.0f} s; killing its process group")
+        os.killpg(process.pid, signal.SIGKILL)
+        code = process.wait()
+    ended = time.time()
+    sampler.stop()
+    watcher.stop()
+    cpu_after = _machine_cpu()
+    busy = cpu_after[0] - cpu_before[0]
+    tree_cpu = sampler.tree_cpu_s
+    broker_cpu = sampler.watch_cpu_s
+    r = run.results
+    r.update({
+        "exit_code": code,
+        "wall_s": ended - started,
+        "cold_start_s": (watcher.seen_at - started) if watcher.seen_at else None,
+        "peak_rss_mb": round(sampler.peak_rss / 2**20, 1),
+        "peak_pss_mb": round(sampler.peak_pss / 2**20, 1),
+        "peak_rss_at_s": round(sampler.peak_time - started, 1) if sampler.peak_time else None,
+        "peak_rss_processes": sampler.peak_processes[:8],
+        "max_processes_in_tree": sampler.max_processes,
+        "cpu": {
+            "tree_s": round(tree_cpu, 1),
+            "broker_s": round(broker_cpu, 1) if broker_cpu is not None else None,
+            "machine_busy_s": round(busy, 1),
+            "machine_cores": os.cpu_count(),
+            # CPU the run, its broker and this script did not use: other work on the machine.
+            "other_s": round(busy - tree_cpu - (broker_cpu or 0.0), 1),
+        },
+        "loadavg_before": [round(v, 2) for v in load_before],
+        "loadavg_after": [round(v, 2) for v in os.getloadavg()],
+    })
+    if code != 0:
+        tail = run.stderr_file.read_text(errors="replace").splitlines()[-25:]
+        log(f"{run.name}: exit code {code}; stderr tail:\n" + "\n".join(tail))
+    if run.kind == "raw":
+        _raw_results(run, started)
+    else:
+        _spark_results(run, started, sampler)
+
+
+def _raw_results(run: Run, started: float) -> None:
+    r = run.results
+    if run.result_file is None or not run.result_file.exists():
+        return
+    raw = json.loads(run.result_file.read_text())
+    r["records_copied"] = raw["records"]
+    r["transactions"] = raw["transactions"]
+    if raw["first_consumed_time"]:
+        copying = raw["done_time"] - raw["first_consumed_time"]
+        r["startup_s"] = raw["first_consumed_time"] - started
+        r["copy_s"] = copying
+        r["steady_rec_s"] = raw["records"] / copying if copying > 0 else None
+        r["from_start_rec_s"] = raw["records"] / (raw["done_time"] - started)
+
+
+def _spark_results(run: Run, started: float, sampler: TreeSampler) -> None:
+    r = run.results
+    assert run.metrics_file is not None and run.stderr_file is not None
+    batches = []
+    if run.metrics_file.exists():
+        for line in run.metrics_file.read_text().splitlines():
+            entry = json.loads(line)
+            if not entry.get("numInputRows"):
+                continue  # an idle trigger, no data
+            durations = entry.get("durationMs") or {}
+            start = _iso_to_epoch(entry["timestamp"])
+            trigger = durations.get("triggerExecution", 0)
+            batches.append({
+                "batch_id": entry["batchId"],
+                "rows": entry["numInputRows"],
+                "trigger_ms": trigger,
+                "add_batch_ms": durations.get("addBatch"),
+                # What Spark spends around the write: offsets, planning, WAL and commit logs.
+                "spark_other_ms": trigger - durations.get("addBatch", 0),
+                "start_s": round(start - started, 3),
+                "end_s": round(start + trigger / 1000 - started, 3),
+            })
+    batches.sort(key=lambda b: b["batch_id"])
+    commits = {int(m.group(1)): {"transactions": int(m.group(2)), "records": int(m.group(3)),
+                                 "ms": int(m.group(4))}
+               for m in COMMITTED_LINE.finditer(run.stderr_file.read_text(errors="replace"))}
+    for batch in batches:
+        if batch["batch_id"] in commits:
+            batch["driver_commit"] = commits[batch["batch_id"]]
+    r["batches"] = batches
+    r["records_processed"] = sum(b["rows"] for b in batches)
+    if not batches:
+        return
+    first, rest = batches[0], batches[1:]
+    r["first_batch_ms"] = first["trigger_ms"]
+    r["first_batch_end_s"] = first["end_s"]
+    r["last_batch_end_s"] = batches[-1]["end_s"]
+    r["from_start_rec_s"] = r["records_processed"] / batches[-1]["end_s"]
+    r["batch_rows"] = [b["rows"] for b in batches]
+    if rest:
+        rows = sum(b["rows"] for b in rest)
+        r["steady_rec_s"] = rows / (sum(b["trigger_ms"] for b in rest) / 1000)
+        # The same, on the wall clock from the end of the first batch (includes gaps between
+        # triggers).
+        r["steady_wall_rec_s"] = rows / (batches[-1]["end_s"] - first["end_s"])
+        r["steady_batch_ms_mean"] = _mean([b["trigger_ms"] for b in rest])
+        r["steady_spark_other_ms_mean"] = _mean([b["spark_other_ms"] for b in rest])
+        # Memory bounded by the batch, not the topic: does the tree keep growing after batch 1?
+        r["peak_rss_until_first_batch_mb"] = round(
+            sampler.peak_between(started, started + first["end_s"]) / 2**20, 1)
+        r["peak_rss_after_first_batch_mb"] = round(
+            sampler.peak_between(started + first["end_s"], started + batches[-1]["end_s"] + 1) / 2**20, 1)
+    commit_ms = [c["ms"] for c in commits.values()]
+    if commit_ms:
+        r["driver_commit_ms_mean"] = _mean(commit_ms)
+        r["driver_commit_ms_max"] = max(commit_ms)
+        r["driver_commit_ms"] = commit_ms
+
+
+def compare(runs: dict[str, Run]) -> dict[str, Any]:
+    """EOS against ALO, for Spark and for the raw loop."""
+    out: dict[str, Any] = {}
+    for prefix in ("raw", "spark"):
+        eos, alo = runs.get(f"{prefix}_eos"), runs.get(f"{prefix}_alo")
+        if eos is None or alo is None:
+            continue
+        e, a = eos.results.get("steady_rec_s"), alo.results.get("steady_rec_s")
+        if e and a:
+            out[f"{prefix}_eos_vs_alo"] = e / a
+    eos, alo = runs.get("spark_eos"), runs.get("spark_alo")
+    if eos is not None and alo is not None:
+        alo_batches = {b["batch_id"]: b for b in alo.results.get("batches", [])[1:]}
+        pairs = [(b, alo_batches[b["batch_id"]]) for b in eos.results.get("batches", [])[1:]
+                 if b["batch_id"] in alo_batches and alo_batches[b["batch_id"]]["rows"] == b["rows"]]
+        if pairs:
+            out["overhead_batches_compared"] = len(pairs)
+            out["overhead_ms_per_batch"] = _mean([e["trigger_ms"] - a["trigger_ms"] for e, a in pairs])
+            out["overhead_add_batch_ms_per_batch"] = _mean(
+                [e["add_batch_ms"] - a["add_batch_ms"] for e, a in pairs
+                 if e["add_batch_ms"] is not None and a["add_batch_ms"] is not None])
+            out["overhead_ms_per_batch_each"] = [e["trigger_ms"] - a["trigger_ms"] for e, a in pairs]
+    return out
+
+
+def targets(runs: dict[str, Run], comparison: dict[str, Any], max_offsets: int) -> list[dict[str, Any]]:
+    eos = runs["spark_eos"].results if "spark_eos" in runs else {}
+    rows = []
+
+    def add(name: str, target: str, measured: Any, met: bool | None, note: str = "") -> None:
+        rows.append({"target": name, "wanted": target, "measured": measured, "met": met, "note": note})
+
+    ratio = comparison.get("spark_eos_vs_alo")
+    add("EOS vs ALO steady-state throughput", f">= {TARGET_EOS_VS_ALO:.0%}",
+        f"{ratio:.1%}" if ratio else "n/a", ratio >= TARGET_EOS_VS_ALO if ratio else None)
+    overhead = comparison.get("overhead_ms_per_batch")
+    commit = eos.get("driver_commit_ms_mean")
+    add("EOS overhead per micro-batch", f"<= {TARGET_OVERHEAD_MS:.0f} ms",
+        f"{overhead:+.0f} ms (EOS-ALO batch); driver commit {commit:.0f} ms" if overhead is not None
+        and commit is not None else (f"{overhead:+.0f} ms" if overhead is not None else "n/a"),
+        overhead <= TARGET_OVERHEAD_MS if overhead is not None else None,
+        "EOS minus ALO mean batch duration, batches after the first")
+    steady = eos.get("steady_rec_s")
+    add("EOS steady state >= 3x Quix Streams EOS", f">= {TARGET_STEADY_REC_S:,} rec/s",
+        f"{steady:,.0f} rec/s ({steady / QUIX_EOS_REC_S:.1f}x Quix {QUIX_EOS_REC_S // 1000}k)" if steady
+        else "n/a", steady >= TARGET_STEADY_REC_S if steady else None)
+    sizes = eos.get("batch_rows") or []
+    add("micro-batch size", f">= {TARGET_MIN_BATCH:,} records",
+        f"{min(sizes):,}..{max(sizes):,} (max offsets per trigger {max_offsets:,})" if sizes else "n/a",
+        min(sizes[:-1] or sizes) >= TARGET_MIN_BATCH if sizes else None,
+        "the last batch holds the remainder")
+    before, after = eos.get("peak_rss_until_first_batch_mb"), eos.get("peak_rss_after_first_batch_mb")
+    if before and after:
+        growth = after / before - 1
+        add("memory bounded by batch size", "no growth with records processed",
+            f"peak {before:,.0f} MB by batch 1, {after:,.0f} MB after ({growth:+.0%})",
+            growth <= 0.15, "indicative: one topic size; the JVM heap also grows lazily")
+    else:
+        add("memory bounded by batch size", "no growth with records processed", "n/a", None,
+            "needs at least two batches")
+    return rows
+
+
+# -- output --------------------------------------------------------------------------------------
+
+def _fmt(value: Any, spec: str = ",.0f", suffix: str = "") -> str:
+    if value is None:
+        return "-"
+    return f"{value:{spec}}{suffix}"
+
+
+def print_tables(results: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=sys.stdout, width=180)
+    runs = results["runs"]
+    comparison = results["comparison"]
+    cfg = results["config"]
+    table = Table(title=(f"kafka-eos bench: {cfg['records']:,} records of ~{cfg['value_bytes']} B, "
+                         f"{cfg['partitions']} partitions, micro-batches of {cfg['max_offsets_per_trigger']:,}, "
+                         f"{cfg['master']}"))
+    for column in ("run", "steady rec/s", "vs ALO", "from start rec/s", "cold start s", "first batch s",
+                   "batch ms (steady)", "EOS overhead ms/batch", "driver commit ms", "peak RSS / PSS MB",
+                   "CPU tree/broker/other s", "output (dups)"):
+        table.add_column(column, justify="right" if column != "run" else "left")
+    for name, r in runs.items():
+        kind = name.split("_")[0]
+        ratio = comparison.get(f"{kind}_eos_vs_alo") if name.endswith("eos") else None
+        check = r.get("check") or {}
+        dups = check.get("records", 0) - check.get("distinct_keys", 0)
+        cpu = r.get("cpu", {})
+        table.add_row(
+            name,
+            _fmt(r.get("steady_rec_s")),
+            _fmt(ratio, ".1%") if ratio else "",
+            _fmt(r.get("from_start_rec_s")),
+            _fmt(r.get("cold_start_s"), ".1f"),
+            _fmt((r["first_batch_ms"] / 1000) if r.get("first_batch_ms") else None, ".1f"),
+            _fmt(r.get("steady_batch_ms_mean")),
+            _fmt(comparison.get("overhead_ms_per_batch"), "+.0f") if name == "spark_eos" else "",
+            _fmt(r.get("driver_commit_ms_mean")) if name == "spark_eos" else "",
+            f"{_fmt(r.get('peak_rss_mb'))} / {_fmt(r.get('peak_pss_mb'))}",
+            f"{_fmt(cpu.get('tree_s'), '.0f')}/{_fmt(cpu.get('broker_s'), '.0f')}/{_fmt(cpu.get('other_s'), '.0f')}",
+            (f"{check['records']:,} ({dups:,})" + ("" if check.get("records") == cfg["records"]
+                                                   and dups == 0 and not check.get("bad_values") else " !"))
+            if check else "-",
+        )
+    console.print(table)
+    target_table = Table(title="issue 4 targets (spark_eos)")
+    for column in ("target", "wanted", "measured", "met"):
+        target_table.add_column(column)
+    for row in results["targets"]:
+        met = {True: "[green]met[/green]", False: "[red]MISSED[/red]", None: "?"}[row["met"]]
+        target_table.add_row(row["target"], row["wanted"], str(row["measured"]), met)
+    console.print(target_table)
+    env = results["environment"]
+    console.print(
+        f"machine: {env['cpus']} CPUs; load average {env['loadavg_start']} at start, "
+        f"{env['loadavg_end']} at end; quiet at start: {env['quiet_at_start']}; "
+        f"broker: {results['broker']}")
+
+
+# -- main ----------------------------------------------------------------------------------------
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bootstrap", default=None,
+                        help="a running broker (else KAFKA_BOOTSTRAP_SERVERS, Docker or KAFKA_HOME)")
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--value-bytes", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--runs", default=",".join(ALL_RUNS),
+                        help=f"comma-separated subset of {', '.join(ALL_RUNS)}")
+    parser.add_argument("--transaction-interval-ms", type=int, default=100,
+                        help="raw_eos: commit a transaction this often")
+    parser.add_argument("--run-timeout-s", type=float, default=1800)
+    parser.add_argument("--pause-s", type=float, default=3.0, help="pause between runs")
+    parser.add_argument("--wait-quiet-s", type=float, default=0,
+                        help="before starting, wait up to this long for the 1-minute load average "
+                             "to drop below --quiet-load")
+    parser.add_argument("--quiet-load", type=float, default=1.0)
+    parser.add_argument("--work-dir", default=None, help="checkpoints, logs, metrics (default: a temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the work dir and the topics")
+    parser.add_argument("--out", default="bench-results.json")
+    return parser.parse_args(argv)
+
+
+def wait_until_quiet(limit_s: float, threshold: float) -> bool:
+    deadline = time.monotonic() + limit_s
+    while True:
+        load = os.getloadavg()[0]
+        if load < threshold:
+            return True
+        if time.monotonic() >= deadline:
+            log(f"load average still {load:.2f} after waiting {limit_s:.0f} s; running anyway")
+            return False
+        log(f"load average {load:.2f} >= {threshold}; waiting for a quiet machine")
+        time.sleep(min(30.0, max(1.0, deadline - time.monotonic())))
+
+
+def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp: str, work: Path) -> dict[str, Run]:
+    selected = [name.strip() for name in args.runs.split(",") if name.strip()]
+    unknown = set(selected) - set(ALL_RUNS)
+    if unknown:
+        raise SystemExit(f"unknown runs {sorted(unknown)}; choose from {', '.join(ALL_RUNS)}")
+    runs: dict[str, Run] = {}
+    for name in ALL_RUNS:
+        if name not in selected:
+            continue
+        kind, short = name.split("_")
+        guarantee = "exactly_once" if short == "eos" else "at_least_once"
+        output = f"bench-{stamp}-{name.replace('_', '-')}-out"
+        run = Run(name, kind, guarantee, output, [], stderr_file=work / f"{name}.stderr")
+        if kind == "raw":
+            run.result_file = work / f"{name}.json"
+            run.command = [sys.executable, str(RAW_COPY), "--bootstrap", bootstrap, "--input", input_topic,
+                           "--output", output, "--mode", guarantee,
+                           "--transaction-interval-ms", str(args.transaction_interval_ms),
+                           "--result-file", str(run.result_file)]
+        else:
+            run.metrics_file = work / f"{name}.metrics.jsonl"
+            run.command = [sys.executable, str(SPARK_PIPELINE), "--bootstrap", bootstrap,
+                           "--input", input_topic, "--output", output,
+                           "--checkpoint-dir", str(work / f"{name}-checkpoint"), "--bounded",
+                           "--transform", "copy", "--max-offsets-per-trigger", str(args.max_offsets_per_trigger),
+                           "--delivery-guarantee", guarantee, "--master", args.master,
+                           "--metrics-file", str(run.metrics_file)]
+            run.env = dict(os.environ, KAFKA_EOS_BENCH_COMMIT_LOG="1", PYTHONPATH=os.pathsep.join(
+                p for p in (str(WORKER_LOGGING), os.environ.get("PYTHONPATH", "")) if p))
+        runs[name] = run
+    return runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    quiet = wait_until_quiet(args.wait_quiet_s, args.quiet_load) if args.wait_quiet_s > 0 else None
+    load_start = [round(v, 2) for v in os.getloadavg()]
+    own_work = args.work_dir is None
+    work = Path(args.work_dir or tempfile.mkdtemp(prefix="kafka-eos-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    input_topic = f"bench-{stamp}-in"
+    broker: Broker = find_broker(args.bootstrap)
+    topics: list[str] = []
+    try:
+        bootstrap = broker.bootstrap_servers
+        pid_match = re.search(r"pid (\d+)", broker.origin)
+        broker_pid = int(pid_match.group(1)) if broker.owned and pid_match else None
+        log(f"broker: {broker.origin} at {bootstrap}; work dir {work}")
+        runs = build_runs(args, bootstrap, input_topic, stamp, work)
+        topics = [input_topic] + [run.output for run in runs.values()]
+        create_topics(bootstrap, topics, args.partitions)
+        load_s = load_input(bootstrap, input_topic, args.records, args.partitions, args.value_bytes)
+        log(f"loaded {args.records:,} records into {input_topic} in {load_s:.1f} s")
+        for i, run in enumerate(runs.values()):
+            if i:
+                time.sleep(args.pause_s)
+            log(f"{run.name}: {' '.join(run.command[1:3])} ...")
+            execute(run, bootstrap, args.partitions, work, broker_pid, args.run_timeout_s)
+            check = check_output(bootstrap, run.output, args.partitions)
+            run.results["check"] = check.__dict__
+            r = run.results
+            log(f"{run.name}: exit {r['exit_code']}, steady {_fmt(r.get('steady_rec_s'))} rec/s, "
+                f"cold start {_fmt(r.get('cold_start_s'), '.1f')} s, peak RSS {r['peak_rss_mb']:,.0f} MB, "
+                f"output {check.records:,} records / {check.distinct_keys:,} keys")
+        comparison = compare(runs)
+        results = {
+            "config": {"records": args.records, "value_bytes": args.value_bytes, "partitions": args.partitions,
+                       "max_offsets_per_trigger": args.max_offsets_per_trigger, "master": args.master,
+                       "transaction_interval_ms": args.transaction_interval_ms, "runs": list(runs)},
+            "environment": {"cpus": os.cpu_count(), "loadavg_start": load_start,
+                            "loadavg_end": [round(v, 2) for v in os.getloadavg()],
+                            "quiet_at_start": quiet, "python": sys.version.split()[0],
+                            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
+            "broker": broker.origin,
+            "input": {"topic": input_topic, "load_s": load_s},
+            "runs": {name: run.results for name, run in runs.items()},
+            "comparison": comparison,
+            "reference": {"quix_streams_eos_rec_s": QUIX_EOS_REC_S},
+        }
+        results["targets"] = targets(runs, comparison, args.max_offsets_per_trigger)
+        Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+        print_tables(results)
+        log(f"results written to {args.out}")
+        return 0
+    finally:
+        if topics and not args.keep and not broker.owned:
+            delete_topics(broker.bootstrap_servers, topics)
+        broker.stop()
+        if own_work and not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
