@@ -15,12 +15,13 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from connectors.kafka.clients import clients_for
 from connectors.kafka.errors import BrokerUnavailableError, KafkaConnectorError, UnknownTopicError
@@ -30,7 +31,15 @@ from connectors.tools.jobs import ENGINES, JobTemplate, JobTemplateError
 from connectors.tools.loader import load_input
 from connectors.tools.replay import DEMO_SCENARIOS, Replay, ReplayOptions, ReplayResult, parse_scenarios
 from connectors.tools.report import COLUMNS, table_rows, write_reports
-from connectors.tools.verify import IdFieldError, IdSpec, IdSpecError, TopicNotFoundError, VerifyReport, verify
+from connectors.tools.verify import (
+    IdFieldError,
+    IdSpec,
+    IdSpecError,
+    ProgressCallback,
+    TopicNotFoundError,
+    VerifyReport,
+    verify,
+)
 
 log = logging.getLogger("kafka-eos")
 
@@ -187,7 +196,7 @@ def _progress() -> Iterator[Progress]:
         yield progress
 
 
-def _progress_callback(progress: Progress):  # type: ignore[no-untyped-def]
+def _progress_callback(progress: Progress) -> ProgressCallback:
     tasks: dict[str, int] = {}
 
     def update(phase: str, done: int, total: int | None) -> None:
@@ -198,9 +207,9 @@ def _progress_callback(progress: Progress):  # type: ignore[no-untyped-def]
     return update
 
 
-def _event_callback(progress: Progress):  # type: ignore[no-untyped-def]
+def _event_callback(progress: Progress) -> Callable[[str], None]:
     def event(message: str) -> None:
-        progress.console.log(message)
+        progress.console.log(message, markup=False, highlight=False)
     return event
 
 
@@ -221,7 +230,8 @@ def _print_table(result: ReplayResult) -> None:
         style = ("green" if verdict.startswith(("exactly-once", "loss detected"))
                  else "yellow" if verdict.startswith(("skipped", "not applicable")) or "did not" in verdict
                  else "red")
-        table.add_row(*row[:-1], f"[{style}]{verdict}[/{style}]")
+        # Text, not markup: a topic name or an error message may contain brackets.
+        table.add_row(*(Text(cell) for cell in row[:-1]), Text(verdict, style=style))
     out.print(table)
     out.print("PASSED" if result.passed else "FAILED", style="bold green" if result.passed else "bold red")
 
