@@ -93,7 +93,8 @@ def test_unknown_input_or_output_topics_are_clear_errors(fake, capsys, topics, m
 
 def test_a_broker_that_does_not_answer_is_a_clear_error(fake, capsys):
     fake.set_available(False)
-    code, _, err = run(capsys, "verify", "--bootstrap", fake.bootstrap_servers, "--input", "in", "--output", "out")
+    code, _, err = run(capsys, "verify", "--bootstrap", fake.bootstrap_servers, "--input", "in", "--output", "out",
+                       "--retry-timeout", "1")
     assert code == 2
     assert "Kafka did not answer" in err and "unavailable" in err
 

@@ -316,3 +316,9 @@ def test_memory_does_not_grow_with_the_number_of_records(tmp_path, monkeypatch):
         finally:
             tracemalloc.stop()
     assert peaks[1] < peaks[0] * 1.3, peaks
+
+
+def test_transient_broker_errors_are_retried(fake):
+    write_output(fake, range(N))
+    fake.inject_errors("list_offsets", "NOT_LEADER_OR_FOLLOWER", count=2)  # a topic just created
+    assert verify(fake, "in", "out").exactly_once

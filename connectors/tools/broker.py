@@ -26,11 +26,19 @@ import socket
 import time
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Callable, Mapping
+from typing import Callable, Mapping, TypeVar
 
-from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import (
+    RetryError,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential,
+)
 
 from connectors.kafka.clients import FAKE_SCHEME
+from connectors.kafka.errors import RetriableKafkaError
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +95,26 @@ class Broker:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+# -- transient errors ----------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+def retry_transient(call: Callable[[], T], what: str, *, max_delay_s: float = 60.0) -> T:
+    """``call()``, retried with backoff for up to ``max_delay_s`` while it fails with a retriable
+    Kafka error (a topic created a moment ago has no leader yet, a coordinator is loading, the
+    broker is restarting); other errors pass through at once."""
+    retrying = Retrying(
+        retry=retry_if_exception_type(RetriableKafkaError),
+        stop=stop_after_delay(max_delay_s),
+        wait=wait_exponential(multiplier=0.1, max=5),
+        reraise=True,
+        before_sleep=lambda state: log.info("%s failed (attempt %d): %r; retrying", what, state.attempt_number,
+                                            state.outcome.exception() if state.outcome else None),
+    )
+    return retrying(call)
 
 
 # -- reachability --------------------------------------------------------------------------------

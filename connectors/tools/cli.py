@@ -156,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--json-report", type=Path, default=None, help="also write the JSON report here")
     v.add_argument("--json", action="store_true", help="print the JSON report instead of the summary")
     v.add_argument("--max-samples", type=_positive_int, default=10, help="example ids per anomaly")
+    v.add_argument("--retry-timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="how long to retry a broker that answers with transient errors (default: 30)")
     v.add_argument("--client-config", type=_client_setting, action="append", default=[], metavar="KEY=VALUE",
                    help="librdkafka client setting (security etc.); may repeat")
 
@@ -250,7 +252,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     with _progress() as progress:
         report = verify(clients, args.input, args.output, id_spec=args.id_field,
                         output_id_spec=args.output_id_field, check_order=args.check_order,
-                        max_samples=args.max_samples, progress=_progress_callback(progress))
+                        max_samples=args.max_samples, progress=_progress_callback(progress),
+                        retry_timeout_s=args.retry_timeout)
     data = report.to_json()
     if args.json_report:
         args.json_report.parent.mkdir(parents=True, exist_ok=True)

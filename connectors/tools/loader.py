@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from connectors.kafka.clients import KafkaClients
 from connectors.kafka.errors import KafkaConnectorError
+from connectors.tools.broker import retry_transient
 from connectors.tools.verify import ProgressCallback
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,10 @@ class LoadResult:
 
 def ensure_topic(clients: KafkaClients, topic: str, partitions: int) -> int:
     """Create ``topic`` with ``partitions`` unless it exists; return its partition count."""
+    return retry_transient(lambda: _ensure_topic(clients, topic, partitions), f"creating topic {topic}")
+
+
+def _ensure_topic(clients: KafkaClients, topic: str, partitions: int) -> int:
     admin = clients.admin()
     try:
         if topic in admin.list_topics():

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from connectors.kafka.clients import KafkaClients, TopicPartition, clients_for
-from connectors.tools.broker import TXN_CLEANUP_INTERVAL_KEY, Broker
+from connectors.tools.broker import TXN_CLEANUP_INTERVAL_KEY, Broker, retry_transient
 from connectors.tools.job_metrics import CheckpointEvent, read_metrics
 from connectors.tools.jobs import JobRun, JobTemplate, RunResult
 from connectors.tools.loader import ensure_topic
@@ -179,11 +179,7 @@ class Replay:
 
     def run(self) -> ReplayResult:
         opts = self.options
-        admin = self.clients.admin()
-        try:
-            partitions = len(admin.partitions(opts.input_topic))
-        finally:
-            admin.close()
+        partitions = len(retry_transient(lambda: self._partitions(opts.input_topic), f"partitions of {opts.input_topic}"))
         order = sorted(opts.scenarios, key=lambda n: n != "baseline")  # baseline first: it times the job
         results = [self._scenario(name, partitions) for name in order]
         return ReplayResult(opts.bootstrap, opts.broker.origin if opts.broker else None, opts.input_topic,
@@ -249,7 +245,17 @@ class Replay:
         self._event(f"{name}: {result.verdict}")
         return result
 
+    def _partitions(self, topic: str) -> list[int]:
+        admin = self.clients.admin()
+        try:
+            return admin.partitions(topic)
+        finally:
+            admin.close()
+
     def _holds_records(self, topic: str) -> bool:
+        return retry_transient(lambda: self._holds_records_once(topic), f"end offsets of {topic}")
+
+    def _holds_records_once(self, topic: str) -> bool:
         admin = self.clients.admin()
         try:
             partitions = [TopicPartition(topic, p) for p in admin.partitions(topic)]
@@ -387,11 +393,14 @@ class Replay:
         broker = self.options.broker
         if broker is not None and broker.txn_cleanup_interval_ms is not None:
             return broker.txn_cleanup_interval_ms
-        admin = self.clients.admin()
-        try:
-            value = admin.broker_config(TXN_CLEANUP_INTERVAL_KEY)
-        finally:
-            admin.close()
+        def describe() -> str | None:
+            admin = self.clients.admin()
+            try:
+                return admin.broker_config(TXN_CLEANUP_INTERVAL_KEY)
+            finally:
+                admin.close()
+
+        value = retry_transient(describe, "broker configuration")
         return int(value) if value else _DEFAULT_BROKER_CLEANUP_MS
 
     def _run_txn_timeout(self, result: ScenarioResult, rng: random.Random, values: Mapping[str, str],

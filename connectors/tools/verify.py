@@ -47,6 +47,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 
 from connectors.kafka.clients import ConsumedRecord, KafkaClients, TopicPartition
 from connectors.kafka.errors import RetriableKafkaError, UnknownTopicError
+from connectors.tools.broker import retry_transient
 
 log = logging.getLogger(__name__)
 
@@ -379,16 +380,20 @@ def verify(
     max_samples: int = 10,
     work_dir: str | Path | None = None,
     progress: ProgressCallback | None = None,
+    retry_timeout_s: float = 30.0,
 ) -> VerifyReport:
     """Read both topics to their end and report anomalies (see the module docstring).
 
     Raises TopicNotFoundError for a missing topic and IdFieldError when no input record has an id
-    where ``id_spec`` says; Kafka errors of the seam pass through."""
+    where ``id_spec`` says; Kafka errors of the seam pass through, retriable ones after
+    ``retry_timeout_s`` of retries."""
     spec = id_spec if isinstance(id_spec, IdSpec) else IdSpec.parse(id_spec)
     out_spec = spec if output_id_spec is None else (
         output_id_spec if isinstance(output_id_spec, IdSpec) else IdSpec.parse(output_id_spec))
-    input_snapshot = _snapshot(clients, input_topic)
-    output_snapshot = _snapshot(clients, output_topic)
+    input_snapshot = retry_transient(lambda: _snapshot(clients, input_topic), f"end offsets of {input_topic}",
+                                     max_delay_s=retry_timeout_s)
+    output_snapshot = retry_transient(lambda: _snapshot(clients, output_topic), f"end offsets of {output_topic}",
+                                      max_delay_s=retry_timeout_s)
     with tempfile.TemporaryDirectory(prefix="kafka-eos-verify-", dir=work_dir) as scratch:
         store = _IdStore(Path(scratch))
         try:
