@@ -161,6 +161,20 @@ def test_seeds_make_the_faults_reproducible(tmp_path):
     assert plans(11) != plans(12)
 
 
+def test_a_seed_places_kills_at_the_same_fraction_of_the_baseline(tmp_path):
+    import random
+
+    def kill_delays(baseline_s):
+        replay = Replay(options(tmp_path, f"fake-kafka://{tmp_path / 'kafka.db'}", seed=5, kills=3))
+        replay._baseline_s = baseline_s
+        _fault, plan = replay._plan("kill9", random.Random("5:kill9"))
+        return [step["kill_after_s"] for step in plan]
+
+    short, long = kill_delays(10.0), kill_delays(40.0)
+    assert all(1.0 <= d <= 5.0 for d in short)  # within [10 %, 50 %] of the baseline
+    assert long == pytest.approx([4 * d for d in short])
+
+
 def test_scenario_lists():
     assert parse_scenarios("baseline, kill9") == ["baseline", "kill9"]
     assert "txn_timeout" in parse_scenarios("all") and "during_restore" in parse_scenarios("all")

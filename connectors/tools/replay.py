@@ -19,8 +19,11 @@ Scenarios (one row each in the report):
   then shows the loss, reported as "loss detected and reported", never as silent loss.
 
 All randomness (failpoint hit counts, kill moments, broker restart moment, task failure seeds)
-comes from ``random.Random(f"{seed}:{scenario}")``, so a seed reproduces a run and adding a
-scenario does not change the others.
+comes from ``random.Random(f"{seed}:{scenario}")``, so adding a scenario does not change the
+others. The seed fixes where in a run each fault lands as a fraction of the fault-free baseline
+run (its duration for kills and the broker restart, its checkpoint count for failpoint hits): the
+same seed reproduces the same plan on the same setup, and the report states the absolute values
+used.
 """
 
 from __future__ import annotations
@@ -348,13 +351,13 @@ class Replay:
         # first checkpoint may come before it has read anything.
         last_hit = self._last_hit()
         if name == failpoints.DURING_RESTORE:
-            hit = rng.randint(_FIRST_HIT, last_hit)
+            hit = _pick_hit(rng, last_hit)
             first = f"{failpoints.AFTER_PRE_COMMIT}:exit@{hit}"
             second = f"{failpoints.DURING_RESTORE}:exit"
             return (f"crash at {failpoints.AFTER_PRE_COMMIT} (hit {hit}), then at {name}",
                     [{"failpoint": first}, {"failpoint": second}])
         if name in FAILPOINT_SCENARIOS:
-            hit = rng.randint(_FIRST_HIT, last_hit)
+            hit = _pick_hit(rng, last_hit)
             spec = f"{name}:exit@{hit}"
             return f"crash at {name} (hit {hit})", [{"failpoint": spec}]
         low, high = self._fault_window_s()
@@ -409,7 +412,7 @@ class Replay:
         # The broker aborts a timed-out transaction at its next cleanup pass, so the commit must
         # wait past the timeout plus one cleanup interval (plus a margin) to find it aborted.
         sleep_ms = _TXN_TIMEOUT_MS + self._cleanup_interval_ms() + _TXN_TIMEOUT_MARGIN_MS
-        hit = rng.randint(_FIRST_HIT, self._last_hit())
+        hit = _pick_hit(rng, self._last_hit())
         spec = f"{failpoints.BEFORE_COMMIT}:sleep({sleep_ms})@{hit}"
         # The guardrail wants transaction.timeout.ms >= checkpoint timeout + restart budget.
         flags = ["--transaction-timeout-ms", str(_TXN_TIMEOUT_MS),
@@ -484,6 +487,12 @@ class Replay:
         else:
             result.status = INCONCLUSIVE
             result.verdict = "the transaction was not aborted in time (no loss, nothing to report)"
+
+
+def _pick_hit(rng: random.Random, last_hit: int) -> int:
+    """A hit count in [_FIRST_HIT, last_hit] at the seeded fraction of that range: the same seed
+    puts the fault at the same relative point of the run whatever the baseline measured."""
+    return _FIRST_HIT + int(rng.random() * (last_hit - _FIRST_HIT + 1))
 
 
 def _anomaly_text(report: VerifyReport) -> str:
