@@ -322,3 +322,21 @@ def test_transient_broker_errors_are_retried(fake):
     write_output(fake, range(N))
     fake.inject_errors("list_offsets", "NOT_LEADER_OR_FOLLOWER", count=2)  # a topic just created
     assert verify(fake, "in", "out").exactly_once
+
+
+def test_transient_errors_named_only_in_the_message_are_retried_too():
+    """librdkafka's admin results may not flag NOT_LEADER_FOR_PARTITION retriable."""
+    from connectors.kafka.errors import KafkaConnectorError, UnknownTopicError
+    from connectors.tools.broker import is_transient, retry_transient
+
+    assert is_transient(KafkaConnectorError("admin: list offsets of t-0: NOT_LEADER_FOR_PARTITION: Broker: Not leader"))
+    assert not is_transient(UnknownTopicError("UNKNOWN_TOPIC_OR_PARTITION: topic 't' does not exist"))
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise KafkaConnectorError("NOT_LEADER_FOR_PARTITION")
+        return "ok"
+
+    assert retry_transient(flaky, "test") == "ok" and len(calls) == 3

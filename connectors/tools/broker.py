@@ -31,6 +31,7 @@ from typing import Callable, Mapping, TypeVar
 from tenacity import (
     RetryError,
     Retrying,
+    retry_if_exception,
     retry_if_exception_type,
     stop_after_attempt,
     stop_after_delay,
@@ -38,7 +39,7 @@ from tenacity import (
 )
 
 from connectors.kafka.clients import FAKE_SCHEME
-from connectors.kafka.errors import RetriableKafkaError
+from connectors.kafka.errors import KafkaConnectorError, RetriableKafkaError
 
 log = logging.getLogger(__name__)
 
@@ -102,12 +103,25 @@ class Broker:
 T = TypeVar("T")
 
 
+# Kafka errors that go away by themselves. librdkafka's admin results do not always flag them
+# retriable, so the seam may raise them as plain KafkaConnectorError naming the error.
+_TRANSIENT_ERROR_NAMES = ("NOT_LEADER_FOR_PARTITION", "NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE",
+                          "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR",
+                          "REQUEST_TIMED_OUT", "NETWORK_EXCEPTION")
+
+
+def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, RetriableKafkaError):
+        return True
+    return isinstance(exc, KafkaConnectorError) and any(name in str(exc) for name in _TRANSIENT_ERROR_NAMES)
+
+
 def retry_transient(call: Callable[[], T], what: str, *, max_delay_s: float = 60.0) -> T:
-    """``call()``, retried with backoff for up to ``max_delay_s`` while it fails with a retriable
+    """``call()``, retried with backoff for up to ``max_delay_s`` while it fails with a transient
     Kafka error (a topic created a moment ago has no leader yet, a coordinator is loading, the
     broker is restarting); other errors pass through at once."""
     retrying = Retrying(
-        retry=retry_if_exception_type(RetriableKafkaError),
+        retry=retry_if_exception(is_transient),
         stop=stop_after_delay(max_delay_s),
         wait=wait_exponential(multiplier=0.1, max=5),
         reraise=True,

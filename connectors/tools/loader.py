@@ -32,23 +32,31 @@ class LoadResult:
     partitions: int
 
 
-def ensure_topic(clients: KafkaClients, topic: str, partitions: int) -> int:
-    """Create ``topic`` with ``partitions`` unless it exists; return its partition count."""
+@dataclass(frozen=True)
+class TopicInfo:
+    partitions: int
+    #: True when this call created the topic (so it is known to be empty).
+    created: bool
+
+
+def ensure_topic(clients: KafkaClients, topic: str, partitions: int) -> TopicInfo:
+    """Create ``topic`` with ``partitions`` unless it exists."""
     return retry_transient(lambda: _ensure_topic(clients, topic, partitions), f"creating topic {topic}")
 
 
-def _ensure_topic(clients: KafkaClients, topic: str, partitions: int) -> int:
+def _ensure_topic(clients: KafkaClients, topic: str, partitions: int) -> TopicInfo:
     admin = clients.admin()
     try:
         if topic in admin.list_topics():
-            return len(admin.partitions(topic))
+            return TopicInfo(len(admin.partitions(topic)), created=False)
         try:
             admin.create_topic(topic, partitions)
         except KafkaConnectorError as exc:
             # Another process may have created it in between (the fake says TOPIC_ALREADY_EXISTS).
             if "ALREADY_EXISTS" not in str(exc):
                 raise
-        return len(admin.partitions(topic))
+            return TopicInfo(len(admin.partitions(topic)), created=False)
+        return TopicInfo(len(admin.partitions(topic)), created=True)
     finally:
         admin.close()
 
@@ -94,7 +102,7 @@ def load_input(
     transaction of ``aborted`` records in the middle."""
     if records < 0 or aborted < 0 or transaction_size < 1:
         raise ValueError("records and aborted must be >= 0 and transaction_size >= 1")
-    partition_count = ensure_topic(clients, topic, partitions)
+    partition_count = ensure_topic(clients, topic, partitions).partitions
     phase = f"loading {topic}"
     written = 0
     aborted_written = False

@@ -214,8 +214,9 @@ class Replay:
             return ScenarioResult(name, fault, SKIPPED, reason)
         result = ScenarioResult(name, fault, INCONCLUSIVE, "", started_ms=_now_ms())
         result.output_topic = f"{opts.output_prefix}-{name.replace('_', '-')}"
-        ensure_topic(self.clients, result.output_topic, partitions)
-        if self._holds_records(result.output_topic):
+        # A topic created just now is empty (and may not answer offset requests yet).
+        if not ensure_topic(self.clients, result.output_topic, partitions).created and \
+                self._holds_records(result.output_topic):
             result.status = FAILED
             result.verdict = (f"output topic {result.output_topic} already holds records (from an earlier "
                               "run?); choose another output prefix")
