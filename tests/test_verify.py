@@ -340,3 +340,11 @@ def test_transient_errors_named_only_in_the_message_are_retried_too():
         return "ok"
 
     assert retry_transient(flaky, "test") == "ok" and len(calls) == 3
+
+
+def test_a_read_that_fails_transiently_is_read_again_from_scratch(fake):
+    write_output(fake, range(N))
+    fake.inject_errors("read", "NETWORK_EXCEPTION", count=2)
+    report = verify(fake, "in", "out")
+    assert report.exactly_once
+    assert report.counts["input_records"] == N and report.counts["output_records"] == N

@@ -43,11 +43,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from connectors.kafka.clients import ConsumedRecord, KafkaClients, TopicPartition
-from connectors.kafka.errors import RetriableKafkaError, UnknownTopicError
-from connectors.tools.broker import retry_transient
+from connectors.kafka.errors import UnknownTopicError
+from connectors.tools.broker import is_transient, retry_transient
 
 log = logging.getLogger(__name__)
 
@@ -311,7 +311,7 @@ def _scan(
     ranges = snapshot.ranges(read_committed)
     total = sum(end - start for start, end in ranges.values())
     retrying = Retrying(
-        retry=retry_if_exception_type(RetriableKafkaError),
+        retry=retry_if_exception(is_transient),
         stop=stop_after_attempt(_READ_ATTEMPTS),
         wait=wait_exponential(multiplier=0.5, max=5),
         reraise=True,
