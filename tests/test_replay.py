@@ -257,3 +257,22 @@ def test_an_output_topic_with_records_from_an_earlier_run_is_refused(tmp_path):
     (baseline,) = result.scenarios
     assert baseline.status == FAILED and "already holds records" in baseline.verdict
     assert baseline.runs == [] and not result.passed
+
+
+def test_metrics_files_of_both_engines_are_read(tmp_path):
+    from connectors.tools.job_metrics import read_metrics
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(
+        '{"event":"start","pid":7,"time_ms":1000}\n'
+        '{"event":"checkpoint","pid":7,"checkpoint_id":2,"trigger_ms":1000,"stored_ms":1010,"committed_ms":1040,'
+        '"records":50}\n'
+        '{"batchId": 3, "numInputRows": 2000, "durationMs": {"triggerExecution": 2582}, '
+        '"timestamp": "2026-11-22T03:17:50.153Z"}\n'
+        '{"event":"checkpoint","pid":7,"checkpo'  # torn by a kill
+    )
+    ours, spark = read_metrics(path).checkpoints
+    assert (ours.checkpoint_id, ours.latency_ms, ours.records) == (2, 40, 50)
+    assert (spark.checkpoint_id, spark.latency_ms, spark.records) == (3, 2582, 2000)
+    assert spark.trigger_ms == 1795317470153
+    assert read_metrics(tmp_path / "absent.jsonl").checkpoints == []

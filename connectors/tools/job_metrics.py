@@ -12,6 +12,9 @@ Events (``time`` fields are wall-clock milliseconds)::
     {"event": "checkpoint", "pid": 4242, "checkpoint_id": 8, "trigger_ms": ..., "stored_ms": ...,
      "committed_ms": ..., "records": 500}
 
+:func:`read_metrics` also reads the Spark example's ``--metrics-file`` (one StreamingQueryProgress
+per line: ``batchId``, ``numInputRows``, ``durationMs``, ``timestamp``).
+
 The participant keeps no state in checkpoints (its snapshot is ``None``), but its name is in every
 checkpoint it took part in, so a job must keep registering it (with or without a file) to restore
 such checkpoints.
@@ -24,6 +27,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
@@ -112,7 +116,6 @@ class CheckpointEvent:
 
 @dataclass(frozen=True)
 class JobMetrics:
-    starts: list[tuple[int, int]]  # (pid, time_ms)
     checkpoints: list[CheckpointEvent]
 
     def first_commit_after(self, time_ms: int) -> CheckpointEvent | None:
@@ -120,23 +123,39 @@ class JobMetrics:
         return min(later, key=lambda c: c.committed_ms) if later else None
 
 
+def _iso_ms(text: str) -> int:
+    # Spark writes e.g. "2026-11-22T03:17:50.153Z".
+    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def _spark_batch(event: dict[str, Any]) -> CheckpointEvent:
+    """A line of the Spark example's ``--metrics-file``: one StreamingQueryProgress (a micro-batch
+    is a checkpoint). Its trigger execution ends after the batch's commit, so trigger time plus
+    that duration stands for the commit time."""
+    trigger_ms = _iso_ms(str(event["timestamp"]))
+    committed_ms = trigger_ms + int(event.get("durationMs", {}).get("triggerExecution", 0))
+    return CheckpointEvent(pid=0, checkpoint_id=int(event["batchId"]), trigger_ms=trigger_ms,
+                           stored_ms=committed_ms, committed_ms=committed_ms,
+                           records=int(event.get("numInputRows", 0)))
+
+
 def read_metrics(path: str | os.PathLike[str]) -> JobMetrics:
-    """Parse a metrics file; a torn last line (the job was killed mid-write) is skipped."""
-    starts: list[tuple[int, int]] = []
+    """Parse a metrics file, of :class:`CheckpointMetrics` or of the Spark example; a torn last
+    line (the job was killed mid-write) is skipped."""
     checkpoints: list[CheckpointEvent] = []
     file = Path(path)
     if not file.exists():
-        return JobMetrics(starts, checkpoints)
+        return JobMetrics(checkpoints)
     for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
         try:
             event = json.loads(line)
-        except ValueError:
-            log.warning("%s:%d: skipping a line that is not JSON (torn by a kill?)", file, number)
-            continue
-        if event.get("event") == "start":
-            starts.append((int(event["pid"]), int(event["time_ms"])))
-        elif event.get("event") == "checkpoint":
-            checkpoints.append(CheckpointEvent(
-                int(event["pid"]), int(event["checkpoint_id"]), int(event["trigger_ms"]),
-                int(event["stored_ms"]), int(event["committed_ms"]), int(event.get("records", 0))))
-    return JobMetrics(starts, checkpoints)
+            if event.get("event") == "checkpoint":
+                checkpoints.append(CheckpointEvent(
+                    int(event["pid"]), int(event["checkpoint_id"]), int(event["trigger_ms"]),
+                    int(event["stored_ms"]), int(event["committed_ms"]), int(event.get("records", 0))))
+            elif "batchId" in event:
+                checkpoints.append(_spark_batch(event))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            log.warning("%s:%d: skipping a line that is not a metrics event (torn by a kill?): %s",
+                        file, number, exc)
+    return JobMetrics(checkpoints)

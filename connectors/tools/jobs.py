@@ -64,7 +64,8 @@ ENGINES: dict[str, Engine] = {
     "spark": Engine(
         "spark_pipeline.py",
         "{python} {examples}/spark_pipeline.py --bootstrap {bootstrap} --input {input} --output {output} "
-        "--checkpoint-dir {checkpoint_dir} --bounded --transform copy --max-offsets-per-trigger {batch_records}",
+        "--checkpoint-dir {checkpoint_dir} --bounded --max-offsets-per-trigger {batch_records} "
+        "--metrics-file {metrics_file}",
         2000),
 }
 

@@ -118,9 +118,9 @@ def plot(result: ReplayResult, path: Path) -> Path | None:
     fig, axes = plt.subplots(rows, columns, figsize=(7 * columns, 2.8 * rows), squeeze=False)
     for ax, scenario in zip(axes.flat, ran):
         origin = scenario.started_ms
-        # One line per job process: a line across a crash would suggest checkpoints in between.
-        for pid in dict.fromkeys(c.pid for c in scenario.checkpoints):
-            mine = [c for c in scenario.checkpoints if c.pid == pid]
+        # One line per run of the job: a line across a crash would suggest checkpoints in between.
+        for run in scenario.runs:
+            mine = [c for c in scenario.checkpoints if run.start_ms <= c.committed_ms <= (run.end_ms or c.committed_ms)]
             ax.plot([(c.committed_ms - origin) / 1000 for c in mine], [c.latency_ms for c in mine],
                     marker=".", linewidth=0.8, color="tab:blue")
         for start, end, done in scenario.recoveries:
@@ -137,7 +137,7 @@ def plot(result: ReplayResult, path: Path) -> Path | None:
         ax.tick_params(labelsize=7)
     for ax in list(axes.flat)[len(ran):]:
         ax.set_visible(False)
-    fig.suptitle("Per-checkpoint commit latency (trigger to committed), one line per job process; "
+    fig.suptitle("Per-checkpoint commit latency (trigger to committed), one line per run of the job; "
                  "red line: fault, dark band: broker down, light band: recovery gap", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
