@@ -92,6 +92,11 @@ _RETRIABLE_CODES = frozenset(
         KafkaError.COORDINATOR_NOT_AVAILABLE,
         KafkaError.NOT_COORDINATOR,
         KafkaError.CONCURRENT_TRANSACTIONS,
+        # Leadership moving (a just-created topic, a restarting broker): librdkafka does not
+        # always flag these retriable in admin results.
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.REQUEST_TIMED_OUT,
     }
 )
 
