@@ -132,7 +132,7 @@ def test_demo_without_any_broker_says_exactly_what_to_provide(capsys, monkeypatc
 
 def test_demo_on_the_fake_cluster_prints_the_table_and_writes_reports(capsys, tmp_path):
     code, out, _ = run(capsys, "demo", "--bootstrap", f"fake-kafka://{tmp_path / 'kafka.db'}", "--records", "1500",
-                       "--scenarios", "baseline,after_pre_commit,task_failures", "--checkpoint-interval", "0.02",
+                       "--engine", "inprocess", "--scenarios", "baseline,after_pre_commit,task_failures", "--checkpoint-interval", "0.02",
                        "--batch-records", "50", "--reports-dir", str(tmp_path / "reports"))
     assert code == 0, out
     assert "Scenario" in out and "Recovery time" in out and "PASSED" in out

@@ -119,8 +119,9 @@ def _add_id_options(parser: argparse.ArgumentParser) -> None:
 
 def _add_job_options(parser: argparse.ArgumentParser) -> None:
     job = parser.add_mutually_exclusive_group()
-    job.add_argument("--engine", choices=sorted(ENGINES), default="inprocess",
-                     help="which example pipeline to run (default: inprocess, examples/copy_pipeline.py)")
+    job.add_argument("--engine", choices=sorted(ENGINES), default="spark",
+                     help="which example pipeline to run: spark (default, examples/spark_pipeline.py) or "
+                          "inprocess (examples/copy_pipeline.py, no Spark, much faster to start)")
     job.add_argument("--job-command", default=None, metavar="TEMPLATE",
                      help="your own job, e.g. 'spark-submit my_job.py --bootstrap {bootstrap} --input {input} "
                           "--output {output} --checkpoint-dir {checkpoint_dir}' ({metrics_file} optional)")
