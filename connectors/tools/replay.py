@@ -21,9 +21,10 @@ Scenarios (one row each in the report):
 All randomness (failpoint hit counts, kill moments, broker restart moment, task failure seeds)
 comes from ``random.Random(f"{seed}:{scenario}")``, so adding a scenario does not change the
 others. The seed fixes where in a run each fault lands as a fraction of the fault-free baseline
-run (its duration for kills and the broker restart, its checkpoint count for failpoint hits): the
-same seed reproduces the same plan on the same setup, and the report states the absolute values
-used.
+run: for kills and the broker restart, of its duration after its first committed checkpoint,
+counted from the faulted run's own first committed checkpoint (start-up varies too much between
+runs to time faults from process start); for failpoint hits, of its checkpoint count. The same
+seed reproduces the same plan on the same setup, and the report states the absolute values used.
 """
 
 from __future__ import annotations
@@ -244,7 +245,11 @@ class Replay:
         self._verify(result)
         result.ended_ms = _now_ms()
         if name == "baseline" and result.status == PASSED:
-            self._baseline_s = (result.runs[-1].end_ms - result.runs[-1].start_ms) / 1000
+            run = result.runs[-1]
+            first = metrics.first_commit_after(run.start_ms)
+            # From the first committed checkpoint on: faults are timed from there (see
+            # _await_first_commit), and the start-up before it is the noisy part of a run.
+            self._baseline_s = (run.end_ms - (first.committed_ms if first else run.start_ms)) / 1000
             self._baseline_checkpoints = len(result.checkpoints)
         self._event(f"{name}: {result.verdict}")
         return result
@@ -283,12 +288,23 @@ class Replay:
         return max(_FIRST_HIT + 2, self._baseline_checkpoints // 4)
 
     def _fault_window_s(self) -> tuple[float, float]:
-        """Seconds after a start in which a fault should land to hit a running job."""
+        """Seconds after a run's first committed checkpoint (or its start, for a job that writes
+        no metrics) in which a fault should land to hit a running job."""
         if self._baseline_s is None:
             return 0.5, 4.0
-        # Runs vary in speed (the baseline, the first run, also pays for cold caches): stay well
-        # inside the baseline's duration.
         return 0.1 * self._baseline_s, 0.5 * self._baseline_s
+
+    def _await_first_commit(self, run: JobRun, metrics_file: Path) -> None:
+        """Wait until ``run`` has committed a checkpoint (or ended), so that timed faults count
+        from steady processing: start-up time (imports, a Spark session, cold caches) varies far
+        more between runs than processing does."""
+        if not self.options.template.writes_metrics:
+            return
+        deadline = time.monotonic() + self.options.run_timeout_s
+        while run.running() and time.monotonic() < deadline:
+            if read_metrics(metrics_file).first_commit_after(run.result.start_ms) is not None:
+                return
+            time.sleep(0.05)
 
     def _start(self, values: Mapping[str, str], folder: Path, run_number: int, env: Mapping[str, str],
                failpoint: str | None = None, extra: list[str] | None = None) -> JobRun:
@@ -307,9 +323,12 @@ class Replay:
                         values: Mapping[str, str], folder: Path) -> None:
         opts = self.options
         result.fault, plan = self._plan(name, rng)
+        metrics_file = Path(values["metrics_file"])
         for number in range(1, opts.max_runs + 1):
             step = plan.pop(0) if plan else {}
             run = self._start(values, folder, number, step.get("env", {}), step.get("failpoint"))
+            if "kill_after_s" in step or "broker_restart_after_s" in step:
+                self._await_first_commit(run, metrics_file)
             if "kill_after_s" in step:
                 time.sleep(step["kill_after_s"])
                 if not run.kill():
