@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
                     break
                 except BufferError:
                     producer.poll(0.01)
-            positions[msg.partition()] = msg.offset() + 1
+            if exactly_once:
+                positions[msg.partition()] = msg.offset() + 1
             copied += 1
         producer.poll(0)
         if exactly_once and time.monotonic() >= next_commit:

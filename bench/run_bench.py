@@ -23,11 +23,12 @@ Measured per run (nothing is asserted: the script reports, it does not judge by 
   commit time from the sink's "batch N committed: ... X ms" log lines;
 - peak memory: the RSS of the run's whole process tree (driver, JVM, Python workers), summed over
   every process each 200 ms from /proc. Pages shared between processes (forked Python workers) are
-  counted once per process, so this is an upper bound;
-- CPU: seconds used by the tree, by the broker (when this script started it) and by the whole
-  machine, so a busy machine shows up in the results.
+  counted once per process, so this is an upper bound; the PSS sum (every 1 s) shares them out;
+- CPU: seconds used by the tree, by the broker (when this script started it) and by every other
+  process, so a busy machine shows up in the results.
 
 Every output is then read back with read_committed and its records and distinct keys counted.
+``--repeat N`` runs the sequence N times; the targets are then judged on the medians.
 
 The broker: ``--bootstrap``, else ``KAFKA_BOOTSTRAP_SERVERS``, else a Docker engine, else
 ``KAFKA_HOME`` started on 127.0.0.1 by the kit's launcher (``connectors.tools.broker``). A
@@ -79,6 +80,7 @@ COMMITTED_LINE = re.compile(
     r"batch (\d+) committed: (\d+) transactions, (\d+) records, (\d+) ms")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+BENCH_PID = os.getpid()
 
 
 def log(message: str) -> None:
@@ -87,8 +89,17 @@ def log(message: str) -> None:
 
 # -- /proc sampling ------------------------------------------------------------------------------
 
-def _proc_stats() -> dict[int, tuple[int, str, float, int]]:
-    """pid -> (ppid, comm, cpu seconds, rss bytes) of every process, from /proc/<pid>/stat."""
+@dataclass(frozen=True)
+class ProcStat:
+    comm: str
+    ppid: int
+    session: int
+    cpu_s: float
+    rss: int
+
+
+def _proc_stats() -> dict[int, ProcStat]:
+    """Every process (and kernel thread) of the machine, from /proc/<pid>/stat."""
     stats = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -99,11 +110,11 @@ def _proc_stats() -> dict[int, tuple[int, str, float, int]]:
         except OSError:
             continue  # exited meanwhile
         close = data.rfind(")")
-        comm = data[data.find("(") + 1:close]
         fields = data[close + 2:].split()
-        # fields[0] is field 3 (state) of proc(5): ppid 4, utime 14, stime 15, rss 24.
-        stats[int(entry)] = (int(fields[1]), comm, (int(fields[11]) + int(fields[12])) / CLOCK_TICKS,
-                             int(fields[21]) * PAGE_SIZE)
+        # fields[0] is field 3 (state) of proc(5): ppid 4, session 6, utime 14, stime 15, rss 24.
+        stats[int(entry)] = ProcStat(data[data.find("(") + 1:close], int(fields[1]), int(fields[3]),
+                                     (int(fields[11]) + int(fields[12])) / CLOCK_TICKS,
+                                     int(fields[21]) * PAGE_SIZE)
     return stats
 
 
@@ -133,20 +144,27 @@ def _pss(pid: int) -> int:
 
 
 def _machine_cpu() -> tuple[float, float]:
-    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
+    """(busy, steal) CPU seconds of the whole machine since boot, from /proc/stat. Steal is time
+    the hypervisor gave this VM's CPUs to someone else (counted in busy)."""
     with open("/proc/stat") as f:
-        values = [int(v) for v in f.readline().split()[1:]]
-    idle = values[3] + (values[4] if len(values) > 4 else 0)
-    return (sum(values) - idle) / CLOCK_TICKS, sum(values) / CLOCK_TICKS
+        values = [int(v) for v in f.readline().split()[1:]] + [0] * 8
+    # user nice system idle iowait irq softirq steal guest guest_nice; guest time is in user.
+    busy = sum(values[:8]) - values[3] - values[4]
+    return busy / CLOCK_TICKS, values[7] / CLOCK_TICKS
 
 
 class TreeSampler(threading.Thread):
-    """Every ``interval_s``: the summed RSS of ``root`` and all its descendants; the peak, what
-    made it up, and the CPU seconds each process of the tree used (max seen, summed at the end).
+    """Every ``interval_s``: the summed RSS of the process tree of ``root`` (its descendants, and
+    every process of its session: it is started as a session leader); the peak and what made it
+    up; CPU seconds of the tree's processes, of ``watch_pid`` (the broker) and of everything else
+    on the machine.
 
     RSS counts a page shared by several processes (forked Python workers, a JVM that forks) once
     per process, so its sum is an upper bound. Every ``pss_every``-th sample also sums the PSS
-    (/proc/<pid>/smaps_rollup, which shares such pages out; slower to read, hence less often)."""
+    (/proc/<pid>/smaps_rollup, which shares such pages out; slower to read, hence less often).
+
+    CPU is read per process while it lives: what a process uses after the last sample before it
+    exits is missed, so both the tree's and the others' figures are lower bounds."""
 
     def __init__(self, root: int, interval_s: float = 0.2, watch_pid: int | None = None,
                  pss_every: int = 5) -> None:
@@ -154,17 +172,20 @@ class TreeSampler(threading.Thread):
         self.root = root
         self.interval_s = interval_s
         self.pss_every = pss_every
+        self.watch_pid = watch_pid
         self.samples = 0
-        self.peak_pss = 0
-        self.watch_pid = watch_pid  # the broker, when known: CPU only
         self.peak_rss = 0
+        self.peak_pss = 0
+        self._rss_at_pss = 0
         self.peak_time = 0.0
         self.peak_processes: list[dict[str, Any]] = []
         self.series: list[tuple[float, int]] = []
-        self.cpu_by_pid: dict[int, float] = {}
-        self.watch_cpu_first: float | None = None
-        self.watch_cpu_last: float | None = None
         self.max_processes = 0
+        self.labels: dict[int, tuple[str, str]] = {}  # pid -> (comm, label)
+        # pid -> (CPU seconds when first seen, latest): the tree's from 0, others' from the first
+        # sample (a process started later counts from 0).
+        self.cpu_tree: dict[int, float] = {}
+        self.cpu_other: dict[int, tuple[float, float]] = {}
         self._halt = threading.Event()
 
     def run(self) -> None:
@@ -173,27 +194,45 @@ class TreeSampler(threading.Thread):
             self._halt.wait(self.interval_s)
         self.sample()
 
+    def _tree(self, stats: dict[int, ProcStat]) -> list[int]:
+        children: dict[int, list[int]] = {}
+        for pid, stat in stats.items():
+            children.setdefault(stat.ppid, []).append(pid)
+        found, todo = set(), [self.root]
+        while todo:
+            pid = todo.pop()
+            if pid in stats and pid not in found:
+                found.add(pid)
+                todo.extend(children.get(pid, ()))
+        found.update(pid for pid, stat in stats.items() if stat.session == self.root)
+        return sorted(found)
+
+    def label(self, pid: int) -> str:
+        return self.labels[pid][1] if pid in self.labels else "?"
+
     def sample(self) -> None:
         stats = _proc_stats()
         now = time.time()
-        children: dict[int, list[int]] = {}
-        for pid, (ppid, _, _, _) in stats.items():
-            children.setdefault(ppid, []).append(pid)
-        tree, todo = [], [self.root]
-        while todo:
-            pid = todo.pop()
-            if pid in stats:
-                tree.append(pid)
-                todo.extend(children.get(pid, ()))
-        total = sum(stats[pid][3] for pid in tree)
-        for pid in tree:
-            self.cpu_by_pid[pid] = max(self.cpu_by_pid.get(pid, 0.0), stats[pid][2])
-        if self.watch_pid in stats:
-            cpu = stats[self.watch_pid][2]
-            self.watch_cpu_first = cpu if self.watch_cpu_first is None else self.watch_cpu_first
-            self.watch_cpu_last = cpu
+        tree = self._tree(stats)
+        in_tree = set(tree)
+        first = self.samples == 0
+        for pid, stat in stats.items():
+            if pid in in_tree:
+                self.cpu_tree[pid] = max(self.cpu_tree.get(pid, 0.0), stat.cpu_s)
+                if self.labels.get(pid, ("",))[0] != stat.comm:  # new, or exec'ed (spark-class -> java)
+                    self.labels[pid] = (stat.comm, _cmdline(pid))
+            elif pid != BENCH_PID:
+                base = self.cpu_other[pid][0] if pid in self.cpu_other else (stat.cpu_s if first else 0.0)
+                self.cpu_other[pid] = (base, stat.cpu_s)
+        # A child with exactly its parent's RSS is (almost surely) a fork or vfork that has not
+        # exec'ed yet, e.g. the JVM spawning a Python worker: its pages are the parent's.
+        tree = [pid for pid in tree
+                if not (stats[pid].ppid in in_tree and stats[stats[pid].ppid].rss == stats[pid].rss)]
+        total = sum(stats[pid].rss for pid in tree)
         self.max_processes = max(self.max_processes, len(tree))
-        if self.samples % self.pss_every == 0:
+        # Also when the RSS has grown by a tenth since the last PSS reading: short runs get one.
+        if self.samples % self.pss_every == 0 or total > 1.1 * self._rss_at_pss:
+            self._rss_at_pss = total
             self.peak_pss = max(self.peak_pss, sum(_pss(pid) for pid in tree))
         self.samples += 1
         if tree:
@@ -201,7 +240,7 @@ class TreeSampler(threading.Thread):
         if total > self.peak_rss:
             self.peak_rss, self.peak_time = total, now
             self.peak_processes = sorted(
-                ({"pid": pid, "process": _cmdline(pid), "rss_mb": round(stats[pid][3] / 2**20, 1)}
+                ({"pid": pid, "process": self.label(pid), "rss_mb": round(stats[pid].rss / 2**20, 1)}
                  for pid in tree), key=lambda p: -p["rss_mb"])
 
     def stop(self) -> None:
@@ -210,13 +249,26 @@ class TreeSampler(threading.Thread):
 
     @property
     def tree_cpu_s(self) -> float:
-        return sum(self.cpu_by_pid.values())
+        return sum(self.cpu_tree.values())
+
+    def cpu_by_process(self) -> dict[str, float]:
+        """The tree's CPU seconds by kind of process (driver, JVM, Python worker kinds)."""
+        by_label: dict[str, float] = {}
+        for pid, cpu in self.cpu_tree.items():
+            label = self.label(pid)
+            by_label[label] = by_label.get(label, 0.0) + cpu
+        return {label: round(cpu, 1) for label, cpu in sorted(by_label.items(), key=lambda kv: -kv[1])}
 
     @property
     def watch_cpu_s(self) -> float | None:
-        if self.watch_cpu_first is None or self.watch_cpu_last is None:
+        if self.watch_pid not in self.cpu_other:
             return None
-        return self.watch_cpu_last - self.watch_cpu_first
+        base, last = self.cpu_other[self.watch_pid]
+        return last - base
+
+    @property
+    def other_cpu_s(self) -> float:
+        return sum(last - base for pid, (base, last) in self.cpu_other.items() if pid != self.watch_pid)
 
     def peak_between(self, start: float, end: float) -> int:
         return max((rss for t, rss in self.series if start <= t <= end), default=0)
@@ -347,7 +399,9 @@ def check_output(bootstrap: str, topic: str, partitions: int) -> OutputCheck:
 
 @dataclass
 class Run:
-    name: str
+    name: str  # the config, with "#<repetition>" when repeated
+    config: str  # one of ALL_RUNS
+    repetition: int
     kind: str  # raw | spark
     guarantee: str
     output: str
@@ -373,8 +427,9 @@ def execute(run: Run, bootstrap: str, partitions: int, work: Path, broker_pid: i
     assert run.stderr_file is not None
     load_before = os.getloadavg()
     cpu_before = _machine_cpu()
+    bench_cpu_before = time.process_time()
     watcher = FirstOutputWatcher(bootstrap, run.output, partitions)
-    with open(work / f"{run.name}.stdout", "wb") as out, open(run.stderr_file, "wb") as err:
+    with open(run.stderr_file.with_suffix(".stdout"), "wb") as out, open(run.stderr_file, "wb") as err:
         started = time.time()
         # A session of its own: on a timeout the whole job (JVM, workers) is killed by its group.
         process = subprocess.Popen(run.command, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
@@ -392,8 +447,8 @@ def execute(run: Run, bootstrap: str, partitions: int, work: Path, broker_pid: i
     sampler.stop()
     watcher.stop()
     cpu_after = _machine_cpu()
+    bench_cpu = time.process_time() - bench_cpu_before
     busy = cpu_after[0] - cpu_before[0]
-    tree_cpu = sampler.tree_cpu_s
     broker_cpu = sampler.watch_cpu_s
     r = run.results
     r.update({
@@ -406,12 +461,15 @@ def execute(run: Run, bootstrap: str, partitions: int, work: Path, broker_pid: i
         "peak_rss_processes": sampler.peak_processes[:8],
         "max_processes_in_tree": sampler.max_processes,
         "cpu": {
-            "tree_s": round(tree_cpu, 1),
+            "tree_s": round(sampler.tree_cpu_s, 1),
             "broker_s": round(broker_cpu, 1) if broker_cpu is not None else None,
+            # Every other process of the machine (not this script): a quiet machine has ~0.
+            "other_s": round(sampler.other_cpu_s, 1),
+            "bench_script_s": round(bench_cpu, 1),
             "machine_busy_s": round(busy, 1),
+            "machine_steal_s": round(cpu_after[1] - cpu_before[1], 1),
             "machine_cores": os.cpu_count(),
-            # CPU the run, its broker and this script did not use: other work on the machine.
-            "other_s": round(busy - tree_cpu - (broker_cpu or 0.0), 1),
+            "tree_by_process": sampler.cpu_by_process(),
         },
         "loadavg_before": [round(v, 2) for v in load_before],
         "loadavg_after": [round(v, 2) for v in os.getloadavg()],
@@ -492,40 +550,106 @@ def _spark_results(run: Run, started: float, sampler: TreeSampler) -> None:
             sampler.peak_between(started, started + first["end_s"]) / 2**20, 1)
         r["peak_rss_after_first_batch_mb"] = round(
             sampler.peak_between(started + first["end_s"], started + batches[-1]["end_s"] + 1) / 2**20, 1)
-    commit_ms = [c["ms"] for c in commits.values()]
+    commit_ms = [c["ms"] for _, c in sorted(commits.items())]
     if commit_ms:
-        r["driver_commit_ms_mean"] = _mean(commit_ms)
-        r["driver_commit_ms_max"] = max(commit_ms)
         r["driver_commit_ms"] = commit_ms
+        # Like the throughput, the steady state leaves out the first batch (cold clients).
+        steady_commits = commit_ms[1:] or commit_ms
+        r["driver_commit_ms_mean"] = _mean(steady_commits)
+        r["driver_commit_ms_max"] = max(steady_commits)
 
 
-def compare(runs: dict[str, Run]) -> dict[str, Any]:
-    """EOS against ALO, for Spark and for the raw loop."""
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def summarize(runs: dict[str, Run]) -> dict[str, dict[str, Any]]:
+    """Per config (raw_alo, ...): medians over its repetitions (max for memory)."""
+    summary: dict[str, dict[str, Any]] = {}
+    for config in ALL_RUNS:
+        results = [run.results for run in runs.values() if run.config == config]
+        if not results:
+            continue
+
+        def values(key: str) -> list[Any]:
+            return [r[key] for r in results if r.get(key) is not None]
+
+        s: dict[str, Any] = {"repetitions": len(results)}
+        for key in ("steady_rec_s", "steady_wall_rec_s", "from_start_rec_s", "cold_start_s", "first_batch_ms",
+                    "steady_batch_ms_mean", "steady_spark_other_ms_mean"):
+            s[key] = _median(values(key))
+        s["steady_rec_s_each"] = values("steady_rec_s")
+        for key in ("peak_rss_mb", "peak_pss_mb"):
+            s[key] = max(values(key), default=None)
+        commits = [ms for r in results for ms in (r.get("driver_commit_ms") or [])[1:]]
+        s["driver_commit_ms_mean"] = _mean(commits)
+        s["driver_commit_ms_max"] = max(commits, default=None)
+        s["driver_commit_ms_first_batch"] = values("driver_commit_ms") and [c[0] for c in values("driver_commit_ms")]
+        growth = [(r["peak_rss_until_first_batch_mb"], r["peak_rss_after_first_batch_mb"]) for r in results
+                  if r.get("peak_rss_until_first_batch_mb") and r.get("peak_rss_after_first_batch_mb")]
+        if growth:
+            s["peak_rss_until_first_batch_mb"], s["peak_rss_after_first_batch_mb"] = max(
+                growth, key=lambda pair: pair[1] / pair[0])
+        s["batch_rows"] = results[0].get("batch_rows")
+        s["cpu_tree_s"] = _median([r["cpu"]["tree_s"] for r in results if r.get("cpu")])
+        s["cpu_other_s_max"] = max((r["cpu"]["other_s"] for r in results if r.get("cpu")), default=None)
+        summary[config] = s
+    return summary
+
+
+def _batch_pairs(eos: Run, alo: Run) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Batches after the first with the same id and size in both runs."""
+    alo_batches = {b["batch_id"]: b for b in alo.results.get("batches", [])[1:]}
+    return [(b, alo_batches[b["batch_id"]]) for b in eos.results.get("batches", [])[1:]
+            if b["batch_id"] in alo_batches and alo_batches[b["batch_id"]]["rows"] == b["rows"]]
+
+
+def compare(runs: dict[str, Run], summary: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """EOS against ALO: throughput (medians), and the Spark batches' duration difference, pairing
+    each repetition's EOS run with the same repetition's ALO run."""
     out: dict[str, Any] = {}
     for prefix in ("raw", "spark"):
-        eos, alo = runs.get(f"{prefix}_eos"), runs.get(f"{prefix}_alo")
-        if eos is None or alo is None:
-            continue
-        e, a = eos.results.get("steady_rec_s"), alo.results.get("steady_rec_s")
+        e = summary.get(f"{prefix}_eos", {}).get("steady_rec_s")
+        a = summary.get(f"{prefix}_alo", {}).get("steady_rec_s")
         if e and a:
             out[f"{prefix}_eos_vs_alo"] = e / a
-    eos, alo = runs.get("spark_eos"), runs.get("spark_alo")
-    if eos is not None and alo is not None:
-        alo_batches = {b["batch_id"]: b for b in alo.results.get("batches", [])[1:]}
-        pairs = [(b, alo_batches[b["batch_id"]]) for b in eos.results.get("batches", [])[1:]
-                 if b["batch_id"] in alo_batches and alo_batches[b["batch_id"]]["rows"] == b["rows"]]
-        if pairs:
-            out["overhead_batches_compared"] = len(pairs)
-            out["overhead_ms_per_batch"] = _mean([e["trigger_ms"] - a["trigger_ms"] for e, a in pairs])
-            out["overhead_add_batch_ms_per_batch"] = _mean(
-                [e["add_batch_ms"] - a["add_batch_ms"] for e, a in pairs
-                 if e["add_batch_ms"] is not None and a["add_batch_ms"] is not None])
-            out["overhead_ms_per_batch_each"] = [e["trigger_ms"] - a["trigger_ms"] for e, a in pairs]
+    diffs, add_diffs, per_repetition = [], [], {}
+    for eos in (run for run in runs.values() if run.config == "spark_eos"):
+        alo = next((run for run in runs.values()
+                    if run.config == "spark_alo" and run.repetition == eos.repetition), None)
+        if alo is None:
+            continue
+        pairs = _batch_pairs(eos, alo)
+        each = [e["trigger_ms"] - a["trigger_ms"] for e, a in pairs]
+        diffs += each
+        add_diffs += [e["add_batch_ms"] - a["add_batch_ms"] for e, a in pairs
+                      if e["add_batch_ms"] is not None and a["add_batch_ms"] is not None]
+        if each:
+            per_repetition[eos.name] = _mean(each)
+        e_rate, a_rate = eos.results.get("steady_rec_s"), alo.results.get("steady_rec_s")
+        if e_rate and a_rate:
+            eos.results["eos_vs_alo"] = e_rate / a_rate
+        if each:
+            eos.results["overhead_ms_per_batch"] = _mean(each)
+    if diffs:
+        out["overhead_batches_compared"] = len(diffs)
+        out["overhead_ms_per_batch"] = _mean(diffs)
+        out["overhead_ms_per_batch_median"] = _median(diffs)
+        out["overhead_add_batch_ms_per_batch"] = _mean(add_diffs)
+        out["overhead_ms_per_batch_each"] = diffs
+        out["overhead_ms_per_batch_by_repetition"] = per_repetition
+    for run in runs.values():
+        if run.config == "raw_eos":
+            alo = next((r for r in runs.values() if r.config == "raw_alo" and r.repetition == run.repetition), None)
+            e_rate = run.results.get("steady_rec_s")
+            a_rate = alo.results.get("steady_rec_s") if alo else None
+            if e_rate and a_rate:
+                run.results["eos_vs_alo"] = e_rate / a_rate
     return out
 
 
-def targets(runs: dict[str, Run], comparison: dict[str, Any], max_offsets: int) -> list[dict[str, Any]]:
-    eos = runs["spark_eos"].results if "spark_eos" in runs else {}
+def targets(summary: dict[str, dict[str, Any]], comparison: dict[str, Any], max_offsets: int) -> list[dict[str, Any]]:
+    eos = summary.get("spark_eos", {})
     rows = []
 
     def add(name: str, target: str, measured: Any, met: bool | None, note: str = "") -> None:
@@ -533,14 +657,20 @@ def targets(runs: dict[str, Run], comparison: dict[str, Any], max_offsets: int) 
 
     ratio = comparison.get("spark_eos_vs_alo")
     add("EOS vs ALO steady-state throughput", f">= {TARGET_EOS_VS_ALO:.0%}",
-        f"{ratio:.1%}" if ratio else "n/a", ratio >= TARGET_EOS_VS_ALO if ratio else None)
+        f"{ratio:.1%}" if ratio else "n/a", ratio >= TARGET_EOS_VS_ALO if ratio else None,
+        "median of the repetitions")
     overhead = comparison.get("overhead_ms_per_batch")
     commit = eos.get("driver_commit_ms_mean")
-    add("EOS overhead per micro-batch", f"<= {TARGET_OVERHEAD_MS:.0f} ms",
-        f"{overhead:+.0f} ms (EOS-ALO batch); driver commit {commit:.0f} ms" if overhead is not None
-        and commit is not None else (f"{overhead:+.0f} ms" if overhead is not None else "n/a"),
-        overhead <= TARGET_OVERHEAD_MS if overhead is not None else None,
-        "EOS minus ALO mean batch duration, batches after the first")
+    measured = []
+    if overhead is not None:
+        measured.append(f"EOS-ALO batch {overhead:+.0f} ms (median {comparison['overhead_ms_per_batch_median']:+.0f})")
+    if commit is not None:
+        measured.append(f"driver commit {commit:.0f} ms")
+    # The commit step is measured directly; the batch difference is noisy but catches task-side costs.
+    worst = max((v for v in (overhead, commit) if v is not None), default=None)
+    add("EOS overhead per micro-batch", f"<= {TARGET_OVERHEAD_MS:.0f} ms", "; ".join(measured) or "n/a",
+        worst <= TARGET_OVERHEAD_MS if worst is not None else None,
+        "batches after the first; met only if both are within the target")
     steady = eos.get("steady_rec_s")
     add("EOS steady state >= 3x Quix Streams EOS", f">= {TARGET_STEADY_REC_S:,} rec/s",
         f"{steady:,.0f} rec/s ({steady / QUIX_EOS_REC_S:.1f}x Quix {QUIX_EOS_REC_S // 1000}k)" if steady
@@ -574,41 +704,47 @@ def print_tables(results: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(file=sys.stdout, width=180)
+    console = Console(file=sys.stdout, width=190)
     runs = results["runs"]
     comparison = results["comparison"]
     cfg = results["config"]
     table = Table(title=(f"kafka-eos bench: {cfg['records']:,} records of ~{cfg['value_bytes']} B, "
                          f"{cfg['partitions']} partitions, micro-batches of {cfg['max_offsets_per_trigger']:,}, "
                          f"{cfg['master']}"))
-    for column in ("run", "steady rec/s", "vs ALO", "from start rec/s", "cold start s", "first batch s",
+    for column in ("run", "steady rec/s", "EOS vs ALO", "rec/s from start", "cold start s", "first batch s",
                    "batch ms (steady)", "EOS overhead ms/batch", "driver commit ms", "peak RSS / PSS MB",
-                   "CPU tree/broker/other s", "output (dups)"):
-        table.add_column(column, justify="right" if column != "run" else "left")
-    for name, r in runs.items():
-        kind = name.split("_")[0]
-        ratio = comparison.get(f"{kind}_eos_vs_alo") if name.endswith("eos") else None
-        check = r.get("check") or {}
-        dups = check.get("records", 0) - check.get("distinct_keys", 0)
-        cpu = r.get("cpu", {})
+                   "CPU s run/kafka/rest", "output (dups)"):
+        table.add_column(column, justify="left" if column == "run" else "right",
+                         no_wrap=column in ("run", "peak RSS / PSS MB", "output (dups)"))
+    def row(name: str, r: dict[str, Any], ratio: float | None, overhead: float | None,
+            check: dict[str, Any] | None, style: str | None = None) -> None:
+        cpu = r.get("cpu") or {}
+        cpu_text = (f"{_fmt(cpu.get('tree_s'), '.0f')}/{_fmt(cpu.get('broker_s'), '.0f')}/"
+                    f"{_fmt(cpu.get('other_s'), '.0f')}") if cpu else ""
+        if check:
+            dups = check["records"] - check["distinct_keys"]
+            ok = check["records"] == cfg["records"] and dups == 0 and not check["bad_values"]
+            check_text = f"{check['records']:,} ({dups:,})" + ("" if ok else " !")
+        else:
+            check_text = ""
         table.add_row(
-            name,
-            _fmt(r.get("steady_rec_s")),
-            _fmt(ratio, ".1%") if ratio else "",
-            _fmt(r.get("from_start_rec_s")),
-            _fmt(r.get("cold_start_s"), ".1f"),
+            name, _fmt(r.get("steady_rec_s")), _fmt(ratio, ".1%") if ratio else "",
+            _fmt(r.get("from_start_rec_s")), _fmt(r.get("cold_start_s"), ".1f"),
             _fmt((r["first_batch_ms"] / 1000) if r.get("first_batch_ms") else None, ".1f"),
-            _fmt(r.get("steady_batch_ms_mean")),
-            _fmt(comparison.get("overhead_ms_per_batch"), "+.0f") if name == "spark_eos" else "",
-            _fmt(r.get("driver_commit_ms_mean")) if name == "spark_eos" else "",
-            f"{_fmt(r.get('peak_rss_mb'))} / {_fmt(r.get('peak_pss_mb'))}",
-            f"{_fmt(cpu.get('tree_s'), '.0f')}/{_fmt(cpu.get('broker_s'), '.0f')}/{_fmt(cpu.get('other_s'), '.0f')}",
-            (f"{check['records']:,} ({dups:,})" + ("" if check.get("records") == cfg["records"]
-                                                   and dups == 0 and not check.get("bad_values") else " !"))
-            if check else "-",
-        )
+            _fmt(r.get("steady_batch_ms_mean")), _fmt(overhead, "+.0f") if overhead is not None else "",
+            _fmt(r.get("driver_commit_ms_mean")) if r.get("driver_commit_ms_mean") is not None else "",
+            f"{_fmt(r.get('peak_rss_mb'))} / {_fmt(r.get('peak_pss_mb'))}", cpu_text, check_text,
+            style=style)
+
+    for name, r in runs.items():
+        row(name, r, r.get("eos_vs_alo"), r.get("overhead_ms_per_batch"), r.get("check"))
+    if cfg["repeat"] > 1:
+        for config, s in results["summary"].items():
+            kind = config.split("_")[0]
+            row(f"{config} (median)", s, comparison.get(f"{kind}_eos_vs_alo") if config.endswith("eos") else None,
+                comparison.get("overhead_ms_per_batch") if config == "spark_eos" else None, None, style="bold")
     console.print(table)
-    target_table = Table(title="issue 4 targets (spark_eos)")
+    target_table = Table(title="issue 4 targets (spark_eos" + (", medians)" if cfg["repeat"] > 1 else ")"))
     for column in ("target", "wanted", "measured", "met"):
         target_table.add_column(column)
     for row in results["targets"]:
@@ -635,6 +771,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--runs", default=",".join(ALL_RUNS),
                         help=f"comma-separated subset of {', '.join(ALL_RUNS)}")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run every selected config this many times (interleaved); medians are compared")
     parser.add_argument("--transaction-interval-ms", type=int, default=100,
                         help="raw_eos: commit a transaction this often")
     parser.add_argument("--run-timeout-s", type=float, default=1800)
@@ -668,30 +806,33 @@ def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp
     if unknown:
         raise SystemExit(f"unknown runs {sorted(unknown)}; choose from {', '.join(ALL_RUNS)}")
     runs: dict[str, Run] = {}
-    for name in ALL_RUNS:
-        if name not in selected:
-            continue
-        kind, short = name.split("_")
-        guarantee = "exactly_once" if short == "eos" else "at_least_once"
-        output = f"bench-{stamp}-{name.replace('_', '-')}-out"
-        run = Run(name, kind, guarantee, output, [], stderr_file=work / f"{name}.stderr")
-        if kind == "raw":
-            run.result_file = work / f"{name}.json"
-            run.command = [sys.executable, str(RAW_COPY), "--bootstrap", bootstrap, "--input", input_topic,
-                           "--output", output, "--mode", guarantee,
-                           "--transaction-interval-ms", str(args.transaction_interval_ms),
-                           "--result-file", str(run.result_file)]
-        else:
-            run.metrics_file = work / f"{name}.metrics.jsonl"
-            run.command = [sys.executable, str(SPARK_PIPELINE), "--bootstrap", bootstrap,
-                           "--input", input_topic, "--output", output,
-                           "--checkpoint-dir", str(work / f"{name}-checkpoint"), "--bounded",
-                           "--transform", "copy", "--max-offsets-per-trigger", str(args.max_offsets_per_trigger),
-                           "--delivery-guarantee", guarantee, "--master", args.master,
-                           "--metrics-file", str(run.metrics_file)]
-            run.env = dict(os.environ, KAFKA_EOS_BENCH_COMMIT_LOG="1", PYTHONPATH=os.pathsep.join(
-                p for p in (str(WORKER_LOGGING), os.environ.get("PYTHONPATH", "")) if p))
-        runs[name] = run
+    for repetition in range(1, args.repeat + 1):
+        for config in ALL_RUNS:
+            if config not in selected:
+                continue
+            name = config if args.repeat == 1 else f"{config}#{repetition}"
+            tag = name.replace("_", "-").replace("#", "-")
+            kind, short = config.split("_")
+            guarantee = "exactly_once" if short == "eos" else "at_least_once"
+            output = f"bench-{stamp}-{tag}-out"
+            run = Run(name, config, repetition, kind, guarantee, output, [], stderr_file=work / f"{tag}.stderr")
+            if kind == "raw":
+                run.result_file = work / f"{tag}.json"
+                run.command = [sys.executable, str(RAW_COPY), "--bootstrap", bootstrap, "--input", input_topic,
+                               "--output", output, "--mode", guarantee,
+                               "--transaction-interval-ms", str(args.transaction_interval_ms),
+                               "--result-file", str(run.result_file)]
+            else:
+                run.metrics_file = work / f"{tag}.metrics.jsonl"
+                run.command = [sys.executable, str(SPARK_PIPELINE), "--bootstrap", bootstrap,
+                               "--input", input_topic, "--output", output,
+                               "--checkpoint-dir", str(work / f"{tag}-checkpoint"), "--bounded",
+                               "--transform", "copy", "--max-offsets-per-trigger", str(args.max_offsets_per_trigger),
+                               "--delivery-guarantee", guarantee, "--master", args.master,
+                               "--metrics-file", str(run.metrics_file)]
+                run.env = dict(os.environ, KAFKA_EOS_BENCH_COMMIT_LOG="1", PYTHONPATH=os.pathsep.join(
+                    p for p in (str(WORKER_LOGGING), os.environ.get("PYTHONPATH", "")) if p))
+            runs[name] = run
     return runs
 
 
@@ -727,11 +868,13 @@ def main(argv: list[str] | None = None) -> int:
             log(f"{run.name}: exit {r['exit_code']}, steady {_fmt(r.get('steady_rec_s'))} rec/s, "
                 f"cold start {_fmt(r.get('cold_start_s'), '.1f')} s, peak RSS {r['peak_rss_mb']:,.0f} MB, "
                 f"output {check.records:,} records / {check.distinct_keys:,} keys")
-        comparison = compare(runs)
+        summary = summarize(runs)
+        comparison = compare(runs, summary)
         results = {
             "config": {"records": args.records, "value_bytes": args.value_bytes, "partitions": args.partitions,
                        "max_offsets_per_trigger": args.max_offsets_per_trigger, "master": args.master,
-                       "transaction_interval_ms": args.transaction_interval_ms, "runs": list(runs)},
+                       "transaction_interval_ms": args.transaction_interval_ms, "repeat": args.repeat,
+                       "runs": list(runs)},
             "environment": {"cpus": os.cpu_count(), "loadavg_start": load_start,
                             "loadavg_end": [round(v, 2) for v in os.getloadavg()],
                             "quiet_at_start": quiet, "python": sys.version.split()[0],
@@ -739,10 +882,11 @@ def main(argv: list[str] | None = None) -> int:
             "broker": broker.origin,
             "input": {"topic": input_topic, "load_s": load_s},
             "runs": {name: run.results for name, run in runs.items()},
+            "summary": summary,
             "comparison": comparison,
             "reference": {"quix_streams_eos_rec_s": QUIX_EOS_REC_S},
         }
-        results["targets"] = targets(runs, comparison, args.max_offsets_per_trigger)
+        results["targets"] = targets(summary, comparison, args.max_offsets_per_trigger)
         Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
         print_tables(results)
         log(f"results written to {args.out}")
