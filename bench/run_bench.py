@@ -67,6 +67,7 @@ RAW_COPY = REPO / "bench" / "raw_copy.py"
 #: Holds a sitecustomize that prints the sink's commit-time log lines from Spark's Python workers.
 WORKER_LOGGING = REPO / "bench" / "worker_logging"
 ALL_RUNS = ("raw_alo", "raw_eos", "spark_alo", "spark_eos")
+MEMORY_RUN = "spark_eos_memory"  # --memory-check-records: spark_eos on a bigger topic
 SUFFIX = b"|copied"
 
 #: Quix Streams 3.28 exactly-once on the same machine and work (issue 4); the target is 3x it.
@@ -410,6 +411,7 @@ class Run:
     metrics_file: Path | None = None
     result_file: Path | None = None
     stderr_file: Path | None = None
+    records: int = 0  # in its input
     results: dict[str, Any] = field(default_factory=dict)
 
 
@@ -638,6 +640,17 @@ def compare(runs: dict[str, Run], summary: dict[str, dict[str, Any]]) -> dict[st
         out["overhead_add_batch_ms_per_batch"] = _mean(add_diffs)
         out["overhead_ms_per_batch_each"] = diffs
         out["overhead_ms_per_batch_by_repetition"] = per_repetition
+    memory = next((run for run in runs.values() if run.config == MEMORY_RUN), None)
+    small = [run for run in runs.values() if run.config == "spark_eos" and run.results.get("peak_pss_mb")]
+    if memory is not None and small and memory.results.get("peak_pss_mb"):
+        # Medians of the spark_eos repetitions against the one run on the bigger topic.
+        out["memory_check"] = {
+            "records": [small[0].records, memory.records],
+            "peak_rss_mb": [_median([run.results["peak_rss_mb"] for run in small]), memory.results["peak_rss_mb"]],
+            "peak_pss_mb": [_median([run.results["peak_pss_mb"] for run in small]), memory.results["peak_pss_mb"]],
+            "batches": [len(small[0].results.get("batch_rows") or []),
+                        len(memory.results.get("batch_rows") or [])],
+        }
     for run in runs.values():
         if run.config == "raw_eos":
             alo = next((r for r in runs.values() if r.config == "raw_alo" and r.repetition == run.repetition), None)
@@ -680,15 +693,23 @@ def targets(summary: dict[str, dict[str, Any]], comparison: dict[str, Any], max_
         f"{min(sizes):,}..{max(sizes):,} (max offsets per trigger {max_offsets:,})" if sizes else "n/a",
         min(sizes[:-1] or sizes) >= TARGET_MIN_BATCH if sizes else None,
         "the last batch holds the remainder")
+    check = comparison.get("memory_check")
     before, after = eos.get("peak_rss_until_first_batch_mb"), eos.get("peak_rss_after_first_batch_mb")
-    if before and after:
+    if check:
+        (n_small, n_big), (p_small, p_big) = check["records"], check["peak_pss_mb"]
+        growth = p_big / p_small - 1
+        add("memory bounded by batch size", "same peak on a bigger topic",
+            f"peak PSS {p_small:,.0f} MB at {n_small:,} records, {p_big:,.0f} MB at {n_big:,} ({growth:+.0%}); "
+            f"RSS {check['peak_rss_mb'][0]:,.0f} / {check['peak_rss_mb'][1]:,.0f} MB",
+            growth <= 0.15, "same batch size; met if the peak grows by <= 15 %")
+    elif before and after:
         growth = after / before - 1
         add("memory bounded by batch size", "no growth with records processed",
-            f"peak {before:,.0f} MB by batch 1, {after:,.0f} MB after ({growth:+.0%})",
-            growth <= 0.15, "indicative: one topic size; the JVM heap also grows lazily")
+            f"peak RSS {before:,.0f} MB by batch 1, {after:,.0f} MB after ({growth:+.0%})", None,
+            "indicative only (the JVM heap grows lazily); --memory-check-records tests it")
     else:
         add("memory bounded by batch size", "no growth with records processed", "n/a", None,
-            "needs at least two batches")
+            "needs at least two batches, or --memory-check-records")
     return rows
 
 
@@ -723,7 +744,7 @@ def print_tables(results: dict[str, Any]) -> None:
                     f"{_fmt(cpu.get('other_s'), '.0f')}") if cpu else ""
         if check:
             dups = check["records"] - check["distinct_keys"]
-            ok = check["records"] == cfg["records"] and dups == 0 and not check["bad_values"]
+            ok = check["records"] == r.get("expected_records", cfg["records"]) and dups == 0 and not check["bad_values"]
             check_text = f"{check['records']:,} ({dups:,})" + ("" if ok else " !")
         else:
             check_text = ""
@@ -773,6 +794,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help=f"comma-separated subset of {', '.join(ALL_RUNS)}")
     parser.add_argument("--repeat", type=int, default=1,
                         help="run every selected config this many times (interleaved); medians are compared")
+    parser.add_argument("--memory-check-records", type=int, default=0,
+                        help="also run spark_eos once on a topic of this many records (e.g. 2x --records, "
+                             "same batch size) and compare peak memory: bounded by batch, not topic")
     parser.add_argument("--transaction-interval-ms", type=int, default=100,
                         help="raw_eos: commit a transaction this often")
     parser.add_argument("--run-timeout-s", type=float, default=1800)
@@ -800,7 +824,22 @@ def wait_until_quiet(limit_s: float, threshold: float) -> bool:
         time.sleep(min(30.0, max(1.0, deadline - time.monotonic())))
 
 
-def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp: str, work: Path) -> dict[str, Run]:
+def _spark_command(args: argparse.Namespace, bootstrap: str, input_topic: str, output: str,
+                   guarantee: str, work: Path, tag: str) -> list[str]:
+    return [sys.executable, str(SPARK_PIPELINE), "--bootstrap", bootstrap, "--input", input_topic,
+            "--output", output, "--checkpoint-dir", str(work / f"{tag}-checkpoint"), "--bounded",
+            "--transform", "copy", "--max-offsets-per-trigger", str(args.max_offsets_per_trigger),
+            "--delivery-guarantee", guarantee, "--master", args.master,
+            "--metrics-file", str(work / f"{tag}.metrics.jsonl")]
+
+
+def _spark_env() -> dict[str, str]:
+    return dict(os.environ, KAFKA_EOS_BENCH_COMMIT_LOG="1", PYTHONPATH=os.pathsep.join(
+        p for p in (str(WORKER_LOGGING), os.environ.get("PYTHONPATH", "")) if p))
+
+
+def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp: str, work: Path,
+               memory_topic: str | None) -> dict[str, Run]:
     selected = [name.strip() for name in args.runs.split(",") if name.strip()]
     unknown = set(selected) - set(ALL_RUNS)
     if unknown:
@@ -815,7 +854,8 @@ def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp
             kind, short = config.split("_")
             guarantee = "exactly_once" if short == "eos" else "at_least_once"
             output = f"bench-{stamp}-{tag}-out"
-            run = Run(name, config, repetition, kind, guarantee, output, [], stderr_file=work / f"{tag}.stderr")
+            run = Run(name, config, repetition, kind, guarantee, output, [], stderr_file=work / f"{tag}.stderr",
+                      records=args.records)
             if kind == "raw":
                 run.result_file = work / f"{tag}.json"
                 run.command = [sys.executable, str(RAW_COPY), "--bootstrap", bootstrap, "--input", input_topic,
@@ -824,15 +864,18 @@ def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp
                                "--result-file", str(run.result_file)]
             else:
                 run.metrics_file = work / f"{tag}.metrics.jsonl"
-                run.command = [sys.executable, str(SPARK_PIPELINE), "--bootstrap", bootstrap,
-                               "--input", input_topic, "--output", output,
-                               "--checkpoint-dir", str(work / f"{tag}-checkpoint"), "--bounded",
-                               "--transform", "copy", "--max-offsets-per-trigger", str(args.max_offsets_per_trigger),
-                               "--delivery-guarantee", guarantee, "--master", args.master,
-                               "--metrics-file", str(run.metrics_file)]
-                run.env = dict(os.environ, KAFKA_EOS_BENCH_COMMIT_LOG="1", PYTHONPATH=os.pathsep.join(
-                    p for p in (str(WORKER_LOGGING), os.environ.get("PYTHONPATH", "")) if p))
+                run.command = _spark_command(args, bootstrap, input_topic, output, guarantee, work, tag)
+                run.env = _spark_env()
             runs[name] = run
+    if memory_topic is not None:
+        # The same exactly-once job on a bigger topic, same batch size: memory must not follow.
+        name, tag = f"spark_eos@{args.memory_check_records:,}", "spark-eos-memory"
+        output = f"bench-{stamp}-{tag}-out"
+        run = Run(name, MEMORY_RUN, 1, "spark", "exactly_once", output,
+                  _spark_command(args, bootstrap, memory_topic, output, "exactly_once", work, tag),
+                  env=_spark_env(), metrics_file=work / f"{tag}.metrics.jsonl",
+                  stderr_file=work / f"{tag}.stderr", records=args.memory_check_records)
+        runs[name] = run
     return runs
 
 
@@ -852,11 +895,16 @@ def main(argv: list[str] | None = None) -> int:
         pid_match = re.search(r"pid (\d+)", broker.origin)
         broker_pid = int(pid_match.group(1)) if broker.owned and pid_match else None
         log(f"broker: {broker.origin} at {bootstrap}; work dir {work}")
-        runs = build_runs(args, bootstrap, input_topic, stamp, work)
-        topics = [input_topic] + [run.output for run in runs.values()]
+        memory_topic = f"bench-{stamp}-in-memory" if args.memory_check_records else None
+        runs = build_runs(args, bootstrap, input_topic, stamp, work, memory_topic)
+        topics = [input_topic] + ([memory_topic] if memory_topic else []) + [run.output for run in runs.values()]
         create_topics(bootstrap, topics, args.partitions)
         load_s = load_input(bootstrap, input_topic, args.records, args.partitions, args.value_bytes)
         log(f"loaded {args.records:,} records into {input_topic} in {load_s:.1f} s")
+        if memory_topic:
+            seconds = load_input(bootstrap, memory_topic, args.memory_check_records, args.partitions,
+                                 args.value_bytes)
+            log(f"loaded {args.memory_check_records:,} records into {memory_topic} in {seconds:.1f} s")
         for i, run in enumerate(runs.values()):
             if i:
                 time.sleep(args.pause_s)
@@ -864,6 +912,7 @@ def main(argv: list[str] | None = None) -> int:
             execute(run, bootstrap, args.partitions, work, broker_pid, args.run_timeout_s)
             check = check_output(bootstrap, run.output, args.partitions)
             run.results["check"] = check.__dict__
+            run.results["expected_records"] = run.records
             r = run.results
             log(f"{run.name}: exit {r['exit_code']}, steady {_fmt(r.get('steady_rec_s'))} rec/s, "
                 f"cold start {_fmt(r.get('cold_start_s'), '.1f')} s, peak RSS {r['peak_rss_mb']:,.0f} MB, "
@@ -874,6 +923,7 @@ def main(argv: list[str] | None = None) -> int:
             "config": {"records": args.records, "value_bytes": args.value_bytes, "partitions": args.partitions,
                        "max_offsets_per_trigger": args.max_offsets_per_trigger, "master": args.master,
                        "transaction_interval_ms": args.transaction_interval_ms, "repeat": args.repeat,
+                       "memory_check_records": args.memory_check_records,
                        "runs": list(runs)},
             "environment": {"cpus": os.cpu_count(), "loadavg_start": load_start,
                             "loadavg_end": [round(v, 2) for v in os.getloadavg()],
