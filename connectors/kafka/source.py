@@ -166,10 +166,12 @@ class KafkaOffsetPlanner:
         assert not isinstance(end, str)
         return self._resolve_special(partitions, end, "endingOffsets")
 
-    def latest_offsets(self) -> dict[TopicPartition, int]:
-        """The readable end of every partition: the LSO under read_committed (nothing after an
-        open transaction is decided yet), else the high watermark."""
-        partitions = self.partitions()
+    def latest_offsets(self, partitions: Sequence[TopicPartition] | None = None) -> dict[TopicPartition, int]:
+        """The readable end of every partition (of ``partitions``, when the caller just listed
+        them): the LSO under read_committed (nothing after an open transaction is decided yet),
+        else the high watermark."""
+        if partitions is None:
+            partitions = self.partitions()
         return self.admin.list_offsets(partitions, "latest", self.config.read_committed) if partitions else {}
 
     def with_new_partitions(self, positions: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
@@ -269,7 +271,7 @@ class KafkaSource(ResettableSource[Offsets]):
         reading goes on past it rather than looking caught up."""
         self._positions = self.planner.with_new_partitions(self._positions)
         self._positions = self.planner.check_available(self._positions)
-        latest = self.planner.latest_offsets()
+        latest = self.planner.latest_offsets(list(self._positions))
         if self._end is not None:
             latest = {tp: min(o, self._end.get(tp, o)) for tp, o in latest.items()}
         while True:

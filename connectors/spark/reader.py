@@ -130,7 +130,7 @@ class KafkaEosStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTrigge
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         positions = self.planner.with_new_partitions(from_offsets(start))
-        latest = self.planner.latest_offsets()
+        latest = self.planner.latest_offsets(list(positions))
         if self._target is not None:
             # Partitions that appeared after the target was taken are not read in this run.
             latest = {tp: min(o, self._target.get(tp, positions.get(tp, o))) for tp, o in latest.items()}
