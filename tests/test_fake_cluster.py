@@ -615,3 +615,35 @@ def test_concurrent_producer_processes_interleave_into_consecutive_offsets(
     committed = [v for _, v in read_all(kafka, read_committed=True)]
     expected = {f"w{w}-{t}-{i}".encode() for w in range(3) for t in (0, 2, 4) for i in range(40)}
     assert len(committed) == len(expected) and set(committed) == expected
+
+
+def test_column_batches_hold_what_read_yields_and_skip_aborted_records(kafka: FakeKafkaClients) -> None:
+    produce_plain(kafka, [b"a", b"b"], partition=0)
+    producer, identity = open_txn(kafka, "aborted", [b"x", b"y"], partition=0)
+    producer.abort_transaction(5)
+    produce_plain(kafka, [b"c"], partition=0)
+    produce_plain(kafka, [b"d"], partition=1)
+    ranges = {TP0: (0, latest(kafka, True)), TopicPartition(TOPIC, 1): (0, latest(kafka, True, TopicPartition(TOPIC, 1)))}
+    records = list(kafka.reader(read_committed=True).read(ranges))
+    batches = list(kafka.reader(read_committed=True).read_batches(ranges))
+    assert [r for b in batches for r in b.records()] == records
+    assert [v for b in batches for v in b.values] == [b"a", b"b", b"c", b"d"]
+    assert all(b.headers == [()] * len(b) for b in batches)
+    assert all(b.headers is None for b in kafka.reader(read_committed=True).read_batches(ranges, include_headers=False))
+
+
+def test_produce_batch_is_produce_record_by_record(kafka: FakeKafkaClients) -> None:
+    from connectors.kafka.clients import ProduceBatch
+
+    producer = kafka.producer("batched")
+    producer.start_transaction(5)
+    producer.produce_batch(ProduceBatch(topic=TOPIC, values=[b"1", b"2"], keys=[b"k", None],
+                                        partitions=[0, 0], headers=[[("h", b"v")], None]))
+    producer.produce_batch(ProduceBatch(topic=None, values=[b"3"], topics=[TOPIC], partitions=[0]))
+    producer.flush(5)
+    identity = producer.identity()
+    assert latest(kafka, read_committed=True) == 0  # open transaction: nothing decided yet
+    kafka.txn_control().end_transaction("batched", identity, commit=True)
+    records = list(kafka.reader(read_committed=True).read({TP0: (0, latest(kafka, True))}))
+    assert [(r.key, r.value, r.headers) for r in records] == [
+        (b"k", b"1", (("h", b"v"),)), (None, b"2", ()), (None, b"3", ())]

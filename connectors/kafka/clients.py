@@ -46,6 +46,52 @@ class ConsumedRecord:
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
+@dataclass
+class ConsumedBatch:
+    """Consecutive visible records of one partition, column by column.
+
+    Readers hand records to Spark this way: one Python object per record costs more than
+    everything else a record goes through on its way to Arrow."""
+
+    topic: str
+    partition: int
+    offsets: list[int] = field(default_factory=list)
+    keys: list[bytes | None] = field(default_factory=list)
+    values: list[bytes | None] = field(default_factory=list)
+    timestamps_ms: list[int] = field(default_factory=list)
+    timestamp_types: list[int] = field(default_factory=list)
+    #: Per record, its headers; None when the reader was not asked for headers.
+    headers: list[tuple[tuple[str, bytes | None], ...]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def records(self) -> Iterator[ConsumedRecord]:
+        headers = self.headers if self.headers is not None else [()] * len(self.offsets)
+        for offset, key, value, ts, ts_type, hs in zip(self.offsets, self.keys, self.values,
+                                                       self.timestamps_ms, self.timestamp_types, headers):
+            yield ConsumedRecord(self.topic, self.partition, offset, key, value, ts, ts_type, hs)
+
+
+@dataclass(frozen=True)
+class ProduceBatch:
+    """Records to produce, column by column: record i is ``values[i]``, ``keys[i]``, ...
+
+    A column left None is None for every record. The topic of record i is ``topics[i]`` when
+    there is a topics column, else ``topic``. Types are checked by whoever builds the batch (the
+    Spark sink checks its Arrow schema once per batch), not per record."""
+
+    topic: str | None
+    values: Sequence[bytes | str | None]
+    keys: Sequence[bytes | str | None] | None = None
+    topics: Sequence[str] | None = None
+    partitions: Sequence[int | None] | None = None
+    headers: Sequence[Headers | None] | None = None
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
 @dataclass(frozen=True)
 class ProducerIdentity:
     """What any process needs to end a transaction another process opened (EndTxn)."""
@@ -79,6 +125,10 @@ class ProducerClient(Protocol):
 
     def begin_transaction(self) -> None: ...
 
+    def start_transaction(self, timeout_s: float) -> None:
+        """``init_transactions`` then ``begin_transaction``, without waiting for the identity:
+        ``identity()`` gives it later (at pre-commit), when it is known without a wait."""
+
     def produce(
         self,
         topic: str,
@@ -89,6 +139,9 @@ class ProducerClient(Protocol):
         timestamp_ms: int | None = None,
     ) -> None:
         """Queue one record. May raise RecordTooLargeError or UnknownTopicError at once."""
+
+    def produce_batch(self, batch: ProduceBatch) -> None:
+        """Queue every record of ``batch``, in order, as ``produce`` would one by one."""
 
     def flush(self, timeout_s: float) -> None:
         """Wait until every queued record is acknowledged; raise the first delivery error."""
@@ -111,6 +164,11 @@ class RecordReader(Protocol):
         Offsets of control markers and (under read_committed) aborted records are skipped, so the
         yielded offsets may have gaps; the reader still stops at ``end``. ``end`` must not exceed
         the partition's end for the reader's isolation level (the LSO under read_committed)."""
+
+    def read_batches(
+        self, ranges: Mapping[TopicPartition, tuple[int, int]], include_headers: bool = True
+    ) -> Iterator[ConsumedBatch]:
+        """The records ``read`` yields, in the same order, as column batches of one partition."""
 
     def close(self) -> None: ...
 

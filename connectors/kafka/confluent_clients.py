@@ -12,6 +12,7 @@ created topic in metadata, a read range to complete, room in the producer queue)
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import time
@@ -35,9 +36,11 @@ from confluent_kafka.admin import ResourceType
 from connectors.kafka.clients import (
     TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,
+    ConsumedBatch,
     ConsumedRecord,
     Headers,
     OffsetSpec,
+    ProduceBatch,
     ProducerIdentity,
     TopicPartition,
     TransactionControl,
@@ -176,6 +179,8 @@ class ConfluentProducer:
         self._stats_json: str | None = None
         self._identity: ProducerIdentity | None = None
         self._initialised = transactional_id is None
+        # Statistics numbered above this describe the producer after its last init or abort.
+        self._stats_seq_at_init = 0
         self._produced_since_poll = 0
         conf: dict[str, Any] = _base_config(bootstrap_servers)
         conf.update({"enable.idempotence": True, "linger.ms": 5})
@@ -281,11 +286,7 @@ class ConfluentProducer:
     # -- ProducerClient ------------------------------------------------------------------------
 
     def init_transactions(self, timeout_s: float) -> ProducerIdentity:
-        producer = self._client()
-        self._identity = None
-        self._reset_delivery_errors()
-        self._call("init_transactions", producer.init_transactions, timeout_s)
-        self._initialised = True
+        self._init(timeout_s)
         identity = self.identity()
         log.info(
             "%s: initialised: producer id %d, epoch %d",
@@ -295,11 +296,30 @@ class ConfluentProducer:
         )
         return identity
 
+    def _init(self, timeout_s: float) -> None:
+        producer = self._client()
+        self._identity = None
+        self._reset_delivery_errors()
+        self._call("init_transactions", producer.init_transactions, timeout_s)
+        self._initialised = True
+        self._mark_identity_changed()
+
+    def _mark_identity_changed(self) -> None:
+        # Statistics queued before now may describe the producer before the change: serve them,
+        # so that only statistics generated afterwards count for identity().
+        self._call("identity", self._client().poll, 0)
+        self._stats_seq_at_init = self._stats_seq
+
     def begin_transaction(self) -> None:
         producer = self._client()
         self._raise_fatal("begin_transaction")
         self._reset_delivery_errors()
         self._call("begin_transaction", producer.begin_transaction)
+
+    def start_transaction(self, timeout_s: float) -> None:
+        self._init(timeout_s)
+        self.begin_transaction()
+        log.debug("%s: initialised and in a transaction", self._who)
 
     def produce(
         self,
@@ -348,6 +368,40 @@ class ConfluentProducer:
             except KafkaException as exc:
                 raise self._mapped(exc, f"produce to {topic}") from exc
 
+    def produce_batch(self, batch: ProduceBatch) -> None:
+        producer = self._client()
+        count = len(batch.values)
+        keys = batch.keys if batch.keys is not None else itertools.repeat(None, count)
+        if batch.topics is None and batch.partitions is None and batch.headers is None:
+            topic = batch.topic
+            if topic is None:
+                raise ValueError("a batch without a topics column needs its topic")
+            self._produce_plain(producer, topic, batch.values, keys)
+            return
+        topics = batch.topics if batch.topics is not None else itertools.repeat(batch.topic, count)
+        partitions = batch.partitions if batch.partitions is not None else itertools.repeat(None, count)
+        headers = batch.headers if batch.headers is not None else itertools.repeat(None, count)
+        for topic, value, key, partition, record_headers in zip(topics, batch.values, keys, partitions, headers):
+            self.produce(topic, value, key, partition, record_headers)
+
+    def _produce_plain(self, producer: _Producer, topic: str, values: Any, keys: Any) -> None:
+        # The hot loop of the sink: the C call and nothing else per record. Polls between chunks
+        # serve statistics and error reports, as produce() does every _POLL_EVERY records.
+        produce = producer.produce
+        pairs = zip(values, keys)
+        while True:
+            chunk = list(itertools.islice(pairs, _POLL_EVERY))
+            if not chunk:
+                return
+            for value, key in chunk:
+                try:
+                    produce(topic, value, key)
+                except BufferError:
+                    self._produce_when_room(producer, topic, {"value": value, "key": key})
+                except KafkaException as exc:
+                    raise self._mapped(exc, f"produce to {topic}") from exc
+            self._call(f"produce to {topic}", producer.poll, 0)
+
     def flush(self, timeout_s: float) -> None:
         producer = self._client()
         remaining = self._call("flush", producer.flush, timeout_s)
@@ -376,15 +430,15 @@ class ConfluentProducer:
             # librdkafka acquires no producer id for a transactional producer before
             # init_transactions; waiting for one would only time out.
             raise InvalidTxnStateError(f"{self._who}: identity() before init_transactions()")
-        # Statistics queued before this call may describe the producer before init_transactions
-        # (or abort) completed: serve them, then wait for one generated afterwards.
+        # Only statistics generated after the last init or abort describe the current producer;
+        # after a while of producing, the newest of them is already here.
         self._call("identity", producer.poll, 0)
-        wanted_seq = self._stats_seq + 1
+        wanted_seq = self._stats_seq_at_init + 1
         deadline = time.monotonic() + _IDENTITY_WAIT_S
         last_eos: dict[str, Any] | None = None
         while time.monotonic() < deadline:
-            self._call("identity", producer.poll, 0.02)
             if self._stats_seq < wanted_seq or self._stats_json is None:
+                self._call("identity", producer.poll, 0.02)
                 continue
             eos = json.loads(self._stats_json).get("eos")
             wanted_seq = self._stats_seq + 1
@@ -412,6 +466,7 @@ class ConfluentProducer:
             self._call("abort_transaction", producer.abort_transaction, timeout_s)
         finally:
             self._reset_delivery_errors()
+        self._mark_identity_changed()
 
     def close(self) -> None:
         # Dropping the last reference destroys the librdkafka handle without touching the open
@@ -495,6 +550,12 @@ class ConfluentRecordReader:
         self._assigned.difference_update(parts)
 
     def read(self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> Iterator[ConsumedRecord]:
+        for batch in self.read_batches(ranges):
+            yield from batch.records()
+
+    def read_batches(
+        self, ranges: Mapping[TopicPartition, tuple[int, int]], include_headers: bool = True
+    ) -> Iterator[ConsumedBatch]:
         consumer = self._client()
         self._read_seq += 1
         read_seq = self._read_seq
@@ -512,7 +573,7 @@ class ConfluentRecordReader:
         consumer.incremental_assign(assignment)
         self._assigned.update(TopicPartition(t, p) for t, p in pending)
         try:
-            yield from self._consume(consumer, pending, read_seq)
+            yield from self._consume(consumer, pending, read_seq, include_headers)
         finally:
             if self._read_seq == read_seq:
                 self._unassign([TopicPartition(t, p) for t, p in pending])
@@ -522,7 +583,8 @@ class ConfluentRecordReader:
         consumer: _Consumer,
         pending: dict[tuple[str, int], tuple[int, int]],
         read_seq: int,
-    ) -> Iterator[ConsumedRecord]:
+        include_headers: bool,
+    ) -> Iterator[ConsumedBatch]:
         eof_seen: dict[tuple[str, int], int] = {}
         last_progress = time.monotonic()
 
@@ -536,17 +598,19 @@ class ConfluentRecordReader:
                     "reader: a newer read() started before this one finished; one reader serves "
                     "one read at a time"
                 )
-            batch = consumer.consume(num_messages=10000, timeout=0.05)
-            if batch:
+            messages = consumer.consume(num_messages=10000, timeout=0.05)
+            if messages:
                 last_progress = time.monotonic()
-            for msg in batch:
+            batches: dict[tuple[str, int], ConsumedBatch] = {}
+            # The per-record loop of the source: method calls and list appends only, no object
+            # per record (a consumed batch of 10,000 records is about one partition's fetch).
+            for msg in messages:
+                err = msg.error()
                 key = (msg.topic(), msg.partition())
                 bounds = pending.get(key)
                 if bounds is None:
                     # Finished partition, or a stale event of an earlier assignment.
                     continue
-                start, end = bounds
-                err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
                         # The EOF offset is the end of what this isolation level can see (LSO
@@ -554,19 +618,33 @@ class ConfluentRecordReader:
                         # markers yields no record at end-1, so EOF is what ends it.
                         eof_offset = msg.offset()
                         eof_seen[key] = eof_offset
-                        if eof_offset is not None and eof_offset >= end:
+                        if eof_offset is not None and eof_offset >= bounds[1]:
                             finish(key)
                         continue
                     self._raise_consumer_error(err, key, bounds)
                     continue
                 offset = msg.offset()
-                if offset < start:
+                if offset < bounds[0]:
                     continue
-                if offset < end:
-                    yield _to_record(msg)
-                if offset >= end - 1:
+                if offset < bounds[1]:
+                    batch = batches.get(key)
+                    if batch is None:
+                        batch = batches[key] = ConsumedBatch(
+                            key[0], key[1], headers=[] if include_headers else None)
+                    batch.offsets.append(offset)
+                    batch.keys.append(msg.key())
+                    batch.values.append(msg.value())
+                    ts_type, ts = msg.timestamp()
+                    batch.timestamps_ms.append(ts)
+                    batch.timestamp_types.append(
+                        TIMESTAMP_LOG_APPEND_TIME if ts_type == _CK_LOG_APPEND_TIME else TIMESTAMP_CREATE_TIME)
+                    if batch.headers is not None:
+                        headers = msg.headers()
+                        batch.headers.append(tuple(headers) if headers else ())
+                if offset >= bounds[1] - 1:
                     finish(key)
-            if pending and not batch:
+            yield from batches.values()
+            if pending and not messages:
                 self._finish_by_position(consumer, pending, finish)
                 if pending and time.monotonic() - last_progress > self.stall_timeout_s:
                     raise self._stalled(consumer, pending, eof_seen)
@@ -636,23 +714,6 @@ class ConfluentRecordReader:
             consumer, self._consumer = self._consumer, None
             self._assigned.clear()
             consumer.close()
-
-
-def _to_record(msg: Any) -> ConsumedRecord:
-    ts_type, ts = msg.timestamp()
-    headers = msg.headers()
-    return ConsumedRecord(
-        topic=msg.topic(),
-        partition=msg.partition(),
-        offset=msg.offset(),
-        key=msg.key(),
-        value=msg.value(),
-        timestamp_ms=ts,
-        timestamp_type=TIMESTAMP_LOG_APPEND_TIME
-        if ts_type == _CK_LOG_APPEND_TIME
-        else TIMESTAMP_CREATE_TIME,
-        headers=tuple(headers) if headers else (),
-    )
 
 
 class ConfluentClusterAdmin:

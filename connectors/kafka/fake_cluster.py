@@ -55,10 +55,12 @@ from connectors.kafka.clients import (
     FAKE_SCHEME,
     TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,
+    ConsumedBatch,
     ConsumedRecord,
     Headers,
     OffsetSpec,
     OpenTransaction,
+    ProduceBatch,
     ProducerIdentity,
     TopicPartition,
 )
@@ -928,6 +930,21 @@ class FakeProducer:
             snapshot.now_ms if timestamp_ms is None else int(timestamp_ms),
         ))
 
+    def produce_batch(self, batch: ProduceBatch) -> None:
+        count = len(batch.values)
+        keys = batch.keys if batch.keys is not None else [None] * count
+        topics = batch.topics if batch.topics is not None else [batch.topic] * count
+        partitions = batch.partitions if batch.partitions is not None else [None] * count
+        headers = batch.headers if batch.headers is not None else [None] * count
+        for topic, value, key, partition, record_headers in zip(topics, batch.values, keys, partitions, headers):
+            if topic is None:
+                raise ValueError("a batch without a topics column needs its topic")
+            self.produce(topic, value, key, partition, record_headers)
+
+    def start_transaction(self, timeout_s: float) -> None:
+        self.init_transactions(timeout_s)
+        self.begin_transaction()
+
     def _choose_partition(self, topic: str, key: bytes | None, partition_count: int) -> int:
         if key is not None:
             return zlib.crc32(key) % partition_count
@@ -982,6 +999,29 @@ class FakeRecordReader:
         # Checked now rather than at the first next(), so that a bad range fails at the call.
         self._cluster.check_read(ranges, self._read_committed)
         return self._records(dict(ranges))
+
+    def read_batches(self, ranges: Mapping[TopicPartition, tuple[int, int]],
+                     include_headers: bool = True) -> Iterator[ConsumedBatch]:
+        records = self.read(ranges)  # checks the ranges now, like read()
+        return self._batches(records, include_headers)
+
+    @staticmethod
+    def _batches(records: Iterator[ConsumedRecord], include_headers: bool) -> Iterator[ConsumedBatch]:
+        batch: ConsumedBatch | None = None
+        for record in records:
+            if batch is None or (batch.topic, batch.partition) != (record.topic, record.partition):
+                if batch is not None:
+                    yield batch
+                batch = ConsumedBatch(record.topic, record.partition, headers=[] if include_headers else None)
+            batch.offsets.append(record.offset)
+            batch.keys.append(record.key)
+            batch.values.append(record.value)
+            batch.timestamps_ms.append(record.timestamp_ms)
+            batch.timestamp_types.append(record.timestamp_type)
+            if batch.headers is not None:
+                batch.headers.append(record.headers)
+        if batch is not None:
+            yield batch
 
     def _records(self, ranges: dict[TopicPartition, tuple[int, int]]) -> Iterator[ConsumedRecord]:
         for tp in sorted(ranges):

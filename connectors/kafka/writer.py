@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from connectors.kafka.clients import KafkaClients, ProducerClient, ProducerIdentity, TopicPartition
+from connectors.kafka.clients import KafkaClients, ProduceBatch, ProducerClient, ProducerIdentity, TopicPartition
 from connectors.kafka.committable import KafkaCommittable, transactional_id
 from connectors.kafka.config import DeliveryGuarantee, KafkaSinkConfig
 from connectors.kafka.errors import KafkaConnectorError
@@ -125,13 +125,11 @@ class KafkaTransactionWriter:
                 producer_config = dict(self.config.client_config)
                 producer_config["transaction.timeout.ms"] = str(self.config.transaction_timeout_ms)
                 self._producer = self._clients.producer(self.transactional_id, producer_config)
-                # Fences any zombie of this writer and checkpoint, and aborts its transaction.
-                self.identity = self._producer.init_transactions(timeout_s=self.config.flush_timeout_s)
-                self._producer.begin_transaction()
+                # Fences any zombie of this writer and checkpoint, and aborts its transaction. The
+                # identity is read at pre-commit, when it costs no wait.
+                self._producer.start_transaction(timeout_s=self.config.flush_timeout_s)
                 self.begin_timestamp_ms = int(time.time() * 1000)
-                log.debug("transaction %s begun (pid %d, epoch %d) for checkpoint %d",
-                          self.transactional_id, self.identity.producer_id, self.identity.producer_epoch,
-                          self.checkpoint_id)
+                log.debug("transaction %s begun for checkpoint %d", self.transactional_id, self.checkpoint_id)
             else:
                 self._producer = self._clients.producer(None, dict(self.config.client_config))
         return self._producer
@@ -143,10 +141,25 @@ class KafkaTransactionWriter:
         if args["partition"] is not None:
             self.partitions.add(TopicPartition(args["topic"], args["partition"]))
 
+    def write_batch(self, batch: ProduceBatch) -> None:
+        """Write records given column by column; their types were checked by the caller."""
+        if len(batch) == 0:
+            return
+        self.producer.produce_batch(batch)
+        self.record_count += len(batch)
+        if batch.partitions is not None:
+            topics = batch.topics if batch.topics is not None else [batch.topic] * len(batch)
+            self.partitions.update(TopicPartition(t, p) for t, p in zip(topics, batch.partitions)
+                                   if p is not None and t is not None)
+
     def pre_commit(self) -> KafkaCommittable:
         """Flush, so every record is on the broker (invisible under read_committed until commit)."""
         if self._producer is not None and self.config.delivery_guarantee is not DeliveryGuarantee.NONE:
             self._producer.flush(self.config.flush_timeout_s)
+        if self._producer is not None and self.transactional_id is not None and self.identity is None:
+            self.identity = self._producer.identity()
+            log.debug("transaction %s pre-committed: pid %d, epoch %d, %d records", self.transactional_id,
+                      self.identity.producer_id, self.identity.producer_epoch, self.record_count)
         committable = KafkaCommittable(
             transactional_id=self.transactional_id,
             producer_id=self.identity.producer_id if self.identity else -1,

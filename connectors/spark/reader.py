@@ -31,7 +31,7 @@ from connectors.kafka.source import (
     to_offsets,
 )
 from connectors.spark.options import SourceOptions
-from connectors.spark.schema import records_to_arrow
+from connectors.spark.schema import batches_to_arrow
 
 log = logging.getLogger(__name__)
 
@@ -93,17 +93,27 @@ class _KafkaReading:
 
     def _read_range(self, partition: KafkaRangePartition) -> Iterator[pa.RecordBatch]:
         tp = TopicPartition(partition.topic, partition.partition)
-        start = partition.start
+        include_headers = self.options.include_headers
         reader = self.clients.reader(read_committed=self.options.config.read_committed,
                                      config=self.options.config.client_config)
         try:
+            # Streamed, not collected: a task holds one Arrow batch at a time, whatever its range.
+            batches = batches_to_arrow(reader.read_batches({tp: (partition.start, partition.end)},
+                                                           include_headers), include_headers)
             try:
-                records = list(reader.read({tp: (start, partition.end)}))
+                first = next(batches, None)
             except OffsetOutOfRangeError:
                 # Retention removed offsets between planning and reading.
-                earliest = self.planner.check_available({tp: start})[tp]
-                records = list(reader.read({tp: (earliest, partition.end)})) if earliest < partition.end else []
-            yield from records_to_arrow(records, self.options.include_headers)
+                earliest = self.planner.check_available({tp: partition.start})[tp]
+                if earliest >= partition.end:
+                    return
+                batches = batches_to_arrow(reader.read_batches({tp: (earliest, partition.end)},
+                                                               include_headers), include_headers)
+                first = next(batches, None)
+            if first is None:
+                return
+            yield first
+            yield from batches
         finally:
             reader.close()
 

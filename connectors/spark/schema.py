@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from typing import Iterable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -17,7 +18,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from connectors.kafka.clients import ConsumedRecord
+from connectors.kafka.clients import ConsumedBatch
 
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
@@ -53,26 +54,53 @@ def _arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
-def records_to_arrow(records: Iterable[ConsumedRecord], include_headers: bool,
-                     batch_size: int = 65536) -> Iterator[pa.RecordBatch]:
-    """Kafka records as Arrow record batches of at most ``batch_size`` rows."""
+def batch_to_arrow(batch: ConsumedBatch, include_headers: bool) -> pa.RecordBatch:
+    """One partition's consumed records as an Arrow record batch of Spark's Kafka schema."""
     schema = _arrow_schema(include_headers)
-    columns: list[list[Any]] = [[] for _ in schema]
-    for record in records:
-        columns[0].append(record.key)
-        columns[1].append(record.value)
-        columns[2].append(record.topic)
-        columns[3].append(record.partition)
-        columns[4].append(record.offset)
-        columns[5].append(record.timestamp_ms * 1000)
-        columns[6].append(record.timestamp_type)
-        if include_headers:
-            columns[7].append([{"key": k, "value": v} for k, v in record.headers])
-        if len(columns[0]) >= batch_size:
-            yield pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema)], schema=schema)
-            columns = [[] for _ in schema]
-    if columns[0]:
-        yield pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema)], schema=schema)
+    count = len(batch)
+    timestamps = pa.array(batch.timestamps_ms, pa.int64())
+    columns = [
+        pa.array(batch.keys, pa.binary()),
+        pa.array(batch.values, pa.binary()),
+        pa.repeat(pa.scalar(batch.topic, pa.string()), count),
+        pa.repeat(pa.scalar(batch.partition, pa.int32()), count),
+        pa.array(batch.offsets, pa.int64()),
+        # Kafka timestamps are milliseconds; Spark's are microseconds.
+        pc.multiply(timestamps, 1000).cast(pa.timestamp("us", tz="UTC")),
+        pa.array(batch.timestamp_types, pa.int32()),
+    ]
+    if include_headers:
+        headers = batch.headers if batch.headers is not None else [()] * count
+        columns.append(pa.array([[{"key": k, "value": v} for k, v in record_headers]
+                                 for record_headers in headers], schema.field("headers").type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def batches_to_arrow(batches: Iterable[ConsumedBatch], include_headers: bool,
+                     min_rows: int = 65536, max_bytes: int = 32 << 20) -> Iterator[pa.RecordBatch]:
+    """Consumed batches as Arrow record batches of ``min_rows`` rows or ``max_bytes`` bytes,
+    whichever comes first (the last may be smaller): a fetch's worth of rows is too small a unit
+    for Spark's Arrow conversion, and a bound on bytes keeps large records within memory."""
+    pending: list[pa.RecordBatch] = []
+    rows = size = 0
+    for batch in batches:
+        if not len(batch):
+            continue
+        arrow = batch_to_arrow(batch, include_headers)
+        pending.append(arrow)
+        rows += arrow.num_rows
+        size += arrow.nbytes
+        if rows >= min_rows or size >= max_bytes:
+            yield _combined(pending)
+            pending, rows, size = [], 0, 0
+    if pending:
+        yield _combined(pending)
+
+
+def _combined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
 class SinkSchemaError(ValueError):

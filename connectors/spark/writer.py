@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -26,7 +27,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connectors.kafka.clients import KafkaClients, clients_for
+from connectors.kafka.clients import KafkaClients, ProduceBatch, clients_for
 from connectors.kafka.guardrails import check_transaction_timeout
 from connectors.kafka.writer import KafkaTransactionWriter
 from connectors.spark.commit_protocol import SparkCommitProtocol
@@ -69,12 +70,42 @@ def _maybe_fail_task(checkpoint_id: int, partition_id: int, attempt: int) -> Non
         raise InjectedTaskFailure(f"injected failure of task {partition_id} of checkpoint {checkpoint_id}")
 
 
-def _rows(batch: pa.RecordBatch) -> Iterator[dict[str, Any]]:
+def _as_binary(column: pa.Array) -> pa.Array:
+    # A string column's UTF-8 bytes are its binary form: the cast copies no data, and bytes
+    # objects are what the producer sends.
+    return column.cast(pa.binary()) if pa.types.is_string(column.type) or pa.types.is_large_string(column.type) \
+        else column
+
+
+def produce_batch_of(batch: pa.RecordBatch, topic_option: str | None, include_headers: bool) -> ProduceBatch:
+    """The records of one Arrow batch of the sink's input, as Spark's Kafka sink reads them:
+    the ``topic`` option, when set, overrides the topic column; a null partition lets the
+    producer's partitioner choose. The schema was checked on the driver (check_sink_schema)."""
     names = batch.schema.names
-    columns = {name: batch.column(name).to_pylist() for name in
-               ("key", "value", "topic", "partition", "headers") if name in names}
-    for i in range(batch.num_rows):
-        yield {name: column[i] for name, column in columns.items()}
+    values = _as_binary(batch.column("value")).to_pylist()
+    keys = _as_binary(batch.column("key")).to_pylist() if "key" in names else None
+    topics = None
+    if topic_option is None:
+        column = batch.column("topic")
+        if column.null_count:
+            raise ValueError("[kafka-eos] null topic present in the data; use the topic option for "
+                             "setting a topic")
+        topics = column.to_pylist()
+    partitions = None
+    if "partition" in names:
+        column = batch.column("partition")
+        if column.null_count < len(column):
+            lowest = pc.min(column).as_py()
+            if lowest is not None and lowest < 0:
+                raise ValueError(f"[kafka-eos] partition column holds {lowest}; partitions are >= 0 "
+                                 "(or null, for the producer's partitioner)")
+            partitions = column.to_pylist()
+    headers = None
+    if include_headers and "headers" in names and batch.column("headers").null_count < batch.num_rows:
+        headers = [[(h["key"], h["value"]) for h in record] if record else None
+                   for record in batch.column("headers").to_pylist()]
+    return ProduceBatch(topic=topic_option, values=values, keys=keys, topics=topics,
+                        partitions=partitions, headers=headers)
 
 
 class _KafkaWriting:
@@ -99,10 +130,12 @@ class _KafkaWriting:
         writer: KafkaTransactionWriter | None = None
         try:
             for batch in batches:
-                for row in _rows(batch):
-                    if writer is None:
-                        writer = KafkaTransactionWriter(clients, self.options.config, partition_id, checkpoint_id)
-                    writer.write(row)
+                if batch.num_rows == 0:
+                    continue
+                records = produce_batch_of(batch, self.options.config.topic, self.options.include_headers)
+                if writer is None:
+                    writer = KafkaTransactionWriter(clients, self.options.config, partition_id, checkpoint_id)
+                writer.write_batch(records)
             _maybe_fail_task(checkpoint_id, partition_id, attempt)
             if writer is None:
                 return KafkaCommitMessage(checkpoint_id, partition_id, attempt, None, 0)
