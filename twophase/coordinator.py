@@ -292,6 +292,7 @@ class CheckpointCoordinator:
                     f"{len(self._pending)} checkpoint(s) in flight; max_concurrent_checkpoints="
                     f"{self.config.max_concurrent_checkpoints}"
                 )
+            numbered_here = checkpoint_id is None
             if checkpoint_id is None:
                 checkpoint_id = self._next_id
             else:
@@ -301,7 +302,11 @@ class CheckpointCoordinator:
                         f"checkpoint id {checkpoint_id} is not greater than every stored or pending "
                         f"checkpoint (latest is {floor})"
                     )
-            self.store.reserve_checkpoint_id(max(checkpoint_id, self._next_id - 1))
+            if numbered_here:
+                # An id this coordinator chose must never come again, even if this checkpoint
+                # never completes. Engine-numbered ids (Spark batch ids) are the engine's to keep
+                # durable, and a replay repeats them on purpose.
+                self.store.reserve_checkpoint_id(max(checkpoint_id, self._next_id - 1))
             self._next_id = max(self._next_id, checkpoint_id + 1)
             now = self._clock()
             self._last_trigger_time = now

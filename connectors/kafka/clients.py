@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Literal, Mapping, Protocol, Sequence
 
+from connectors.kafka.errors import KafkaConnectorError
+
 Headers = Sequence[tuple[str, bytes | None]]
 
 FAKE_SCHEME = "fake-kafka://"
@@ -202,12 +204,19 @@ class ClusterAdmin(Protocol):
 
 
 class TransactionControl(Protocol):
-    """Ends and finds transactions that other processes opened."""
+    """Ends and finds transactions that other processes opened. One instance may be used by
+    several threads at once (parallel commits)."""
 
     def end_transaction(
         self, transactional_id: str, identity: ProducerIdentity, commit: bool
     ) -> None:
         """Send EndTxn. Repeating the same request after success is not an error."""
+
+    def end_transactions(
+        self, transactions: Sequence[tuple[str, ProducerIdentity]], commit: bool
+    ) -> dict[str, KafkaConnectorError | None]:
+        """EndTxn for many transactions at once. Per transactional id: None when it ended, else
+        the error ``end_transaction`` would have raised for it. Raises nothing itself."""
 
     def list_open_transactions(self, transactional_id_prefix: str) -> list[OpenTransaction]:
         """Every transaction whose id starts with the prefix and that is not ended."""

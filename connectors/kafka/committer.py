@@ -57,26 +57,22 @@ class KafkaTransactionCommitter:
     def __init__(self, clients: KafkaClients, config: KafkaSinkConfig) -> None:
         self.clients = clients
         self.config = config
-        self._local = threading.local()
-        self._controls: list[TransactionControl] = []
-        self._controls_lock = threading.Lock()
+        self._control_client: TransactionControl | None = None
+        self._control_lock = threading.Lock()
 
     def _control(self) -> TransactionControl:
-        # One control-plane client per thread: parallel commits must not share a connection.
-        control = getattr(self._local, "control", None)
-        if control is None:
-            control = self.clients.txn_control()
-            self._local.control = control
-            with self._controls_lock:
-                self._controls.append(control)
-        return control
+        # One client shared by the parallel commits: its requests are multiplexed over one
+        # connection per broker, and a client per thread would pay a bootstrap each.
+        with self._control_lock:
+            if self._control_client is None:
+                self._control_client = self.clients.txn_control()
+            return self._control_client
 
     def close(self) -> None:
-        with self._controls_lock:
-            for control in self._controls:
-                control.close()
-            self._controls.clear()
-        self._local = threading.local()
+        with self._control_lock:
+            control, self._control_client = self._control_client, None
+        if control is not None:
+            control.close()
 
     # -- one transaction -------------------------------------------------------------------------
 
@@ -84,11 +80,7 @@ class KafkaTransactionCommitter:
         """Commit one transaction; safe to repeat."""
         if committable.transactional_id is None or committable.record_count == 0:
             return  # nothing was produced, so the broker has no transaction to end
-        age_ms = _now_ms() - committable.begin_timestamp_ms
-        if age_ms > committable.transaction_timeout_ms / 2:
-            log.warning("checkpoint %d: transaction %s waited %d ms for its commit, more than half "
-                        "of its transaction.timeout.ms=%d", checkpoint_id, committable.transactional_id,
-                        age_ms, committable.transaction_timeout_ms)
+        self._warn_if_old(committable, checkpoint_id)
         try:
             self._end(committable, checkpoint_id, commit=True)
         except _LOST as exc:
@@ -99,6 +91,14 @@ class KafkaTransactionCommitter:
             raise
         log.debug("checkpoint %d: committed %s (%d records)", checkpoint_id,
                   committable.transactional_id, committable.record_count)
+
+    @staticmethod
+    def _warn_if_old(committable: KafkaCommittable, checkpoint_id: int) -> None:
+        age_ms = _now_ms() - committable.begin_timestamp_ms
+        if age_ms > committable.transaction_timeout_ms / 2:
+            log.warning("checkpoint %d: transaction %s waited %d ms for its commit, more than half "
+                        "of its transaction.timeout.ms=%d", checkpoint_id, committable.transactional_id,
+                        age_ms, committable.transaction_timeout_ms)
 
     def abort(self, committable: KafkaCommittable, checkpoint_id: int) -> None:
         """Abort one transaction. Already aborted (or fenced, which aborted it) is fine."""
@@ -151,36 +151,62 @@ class KafkaTransactionCommitter:
     # -- many transactions -----------------------------------------------------------------------
 
     def commit_all(self, committables: Sequence[KafkaCommittable], checkpoint_id: int) -> None:
-        """Commit every transaction of a checkpoint, ``commit_parallelism`` at a time.
+        """Commit every transaction of a checkpoint.
 
-        All are attempted even when one fails, so one lost transaction does not leave others open
+        The first transaction is committed alone and then the rest together, all their EndTxn
+        requests in flight at once; a crash between the two (failpoint mid_commit) leaves the
+        checkpoint partly committed, which is the window recovery has to close. Transactions that
+        fail retriably are then retried one by one, ``commit_parallelism`` at a time. All are
+        attempted even when one fails, so one lost transaction does not leave others open
         (stalling readers); then the first error is raised."""
         transactional = [c for c in committables if c.transactional_id is not None]
         if not transactional:
             return
         failpoints.hit(failpoints.BEFORE_COMMIT, checkpoint_id=checkpoint_id)
+        to_end = [c for c in transactional if c.record_count != 0]
+        for committable in to_end:
+            self._warn_if_old(committable, checkpoint_id)
         errors: list[BaseException] = []
-        workers = min(self.config.commit_parallelism, len(transactional))
-        if workers == 1:
-            for index, committable in enumerate(transactional):
-                try:
-                    self.commit(committable, checkpoint_id)
-                except Exception as exc:
-                    errors.append(exc)
-                if index + 1 < len(transactional):
-                    failpoints.hit(failpoints.MID_COMMIT, checkpoint_id=checkpoint_id)
-        else:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kafka-eos-commit") as pool:
-                futures = [pool.submit(self.commit, c, checkpoint_id) for c in transactional]
-                for done, future in enumerate(as_completed(futures), start=1):
-                    exc = future.exception()
-                    if exc is not None:
-                        errors.append(exc)
-                    if done < len(futures):
-                        failpoints.hit(failpoints.MID_COMMIT, checkpoint_id=checkpoint_id)
+        retry: list[KafkaCommittable] = []
+        rounds = [to_end[:1], to_end[1:]]
+        for number, group in enumerate(rounds):
+            if not group:
+                continue
+            results = self._control().end_transactions(
+                [(c.transactional_id or "", c.identity) for c in group], commit=True)
+            for committable in group:
+                error = results.get(committable.transactional_id or "")
+                if error is None:
+                    log.debug("checkpoint %d: committed %s (%d records)", checkpoint_id,
+                              committable.transactional_id, committable.record_count)
+                elif isinstance(error, _LOST):
+                    errors.append(self._lost(committable, checkpoint_id, error))
+                elif isinstance(error, RetriableKafkaError):
+                    log.warning("checkpoint %d: commit of %s failed: %r; retrying", checkpoint_id,
+                                committable.transactional_id, error)
+                    retry.append(committable)
+                else:
+                    errors.append(error)
+            if number == 0 and rounds[1]:
+                failpoints.hit(failpoints.MID_COMMIT, checkpoint_id=checkpoint_id)
+        errors.extend(self._commit_each(retry, checkpoint_id))
         if errors:
             lost = [e for e in errors if isinstance(e, TransactionLostError)]
             raise (lost or errors)[0]
+
+    def _commit_each(self, committables: Sequence[KafkaCommittable], checkpoint_id: int) -> list[BaseException]:
+        """``commit`` (with its retries) for each, ``commit_parallelism`` at a time; the errors."""
+        errors: list[BaseException] = []
+        if not committables:
+            return errors
+        workers = min(self.config.commit_parallelism, len(committables))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kafka-eos-commit") as pool:
+            futures = [pool.submit(self.commit, c, checkpoint_id) for c in committables]
+            for future in as_completed(futures):
+                exc = future.exception()
+                if exc is not None:
+                    errors.append(exc)
+        return errors
 
     def abort_all(self, committables: Iterable[KafkaCommittable], checkpoint_id: int) -> None:
         for committable in committables:

@@ -48,7 +48,7 @@ import time
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from connectors.kafka import errors
 from connectors.kafka.clients import (
@@ -1074,6 +1074,19 @@ class FakeTransactionControl:
 
     def end_transaction(self, transactional_id: str, identity: ProducerIdentity, commit: bool) -> None:
         self._cluster.end_transaction(transactional_id, identity, commit)
+
+    def end_transactions(self, transactions: Sequence[tuple[str, ProducerIdentity]],
+                         commit: bool) -> dict[str, errors.KafkaConnectorError | None]:
+        # One EndTxn after another: the fake has no network round trip to save, and each keeps
+        # its own injected faults.
+        results: dict[str, errors.KafkaConnectorError | None] = {}
+        for transactional_id, identity in transactions:
+            try:
+                self._cluster.end_transaction(transactional_id, identity, commit)
+                results[transactional_id] = None
+            except errors.KafkaConnectorError as exc:
+                results[transactional_id] = exc
+        return results
 
     def list_open_transactions(self, transactional_id_prefix: str) -> list[OpenTransaction]:
         return self._cluster.list_open_transactions(transactional_id_prefix)

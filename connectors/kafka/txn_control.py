@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import kafka.errors as kafka_errors
 from kafka.admin import KafkaAdminClient
@@ -203,55 +203,86 @@ class KafkaPythonTransactionControl:
     def end_transaction(
         self, transactional_id: str, identity: ProducerIdentity, commit: bool
     ) -> None:
+        error = self.end_transactions([(transactional_id, identity)], commit)[transactional_id]
+        if error is not None:
+            raise error
+
+    def end_transactions(
+        self, transactions: Sequence[tuple[str, ProducerIdentity]], commit: bool
+    ) -> dict[str, KafkaConnectorError | None]:
+        """EndTxn for every transaction, sent together: one batched FindCoordinator, then all
+        EndTxn requests in flight at once, so a checkpoint's commit costs one round trip."""
+        if not transactions:
+            return {}
         action = "commit" if commit else "abort"
-        context = (
-            f"EndTxn {action} of {transactional_id!r} (producer id {identity.producer_id}, "
-            f"epoch {identity.producer_epoch})"
-        )
         admin = self._client()
         try:
-            version, response = admin._manager.run(
-                self._send_end_txn, admin, transactional_id, identity, commit
-            )
+            outcomes = admin._manager.run(self._send_end_txns, admin, list(transactions), commit)
         except Exception as exc:
-            if isinstance(exc, _CONNECTION_ERRORS) or isinstance(
-                exc, (kafka_errors.NotCoordinatorError, kafka_errors.CoordinatorNotAvailableError)
-            ):
-                self._forget_coordinator(admin, transactional_id)
-            raise _map_exception(exc, context) from exc
-        code = int(response.error_code)
-        if code != _NONE:
-            if code in _STALE_COORDINATOR_CODES:
-                self._forget_coordinator(admin, transactional_id)
-            error = _map_error_code(code, context)
-            log.warning("%s failed: %s", context, error)
-            raise error
-        log.info(
-            "%s done (EndTxn v%s; epoch now %s)",
-            context,
-            version,
-            getattr(response, "producer_epoch", "unknown"),
-        )
+            # The round failed as a whole (no connection, no coordinator): every id gets the error.
+            results: dict[str, KafkaConnectorError | None] = {}
+            for transactional_id, identity in transactions:
+                self._forget_if_stale(admin, transactional_id, exc)
+                results[transactional_id] = _map_exception(exc, self._context(action, transactional_id, identity))
+            return results
+        results = {}
+        for (transactional_id, identity), (version, outcome) in zip(transactions, outcomes):
+            context = self._context(action, transactional_id, identity)
+            if isinstance(outcome, Exception):
+                self._forget_if_stale(admin, transactional_id, outcome)
+                results[transactional_id] = _map_exception(outcome, context)
+                continue
+            code = int(outcome.error_code)
+            if code != _NONE:
+                if code in _STALE_COORDINATOR_CODES:
+                    self._forget_coordinator(admin, transactional_id)
+                error = _map_error_code(code, context)
+                log.warning("%s failed: %s", context, error)
+                results[transactional_id] = error
+                continue
+            log.info("%s done (EndTxn v%s; epoch now %s)", context, version,
+                     getattr(outcome, "producer_epoch", "unknown"))
+            results[transactional_id] = None
+        return results
 
     @staticmethod
-    async def _send_end_txn(
+    def _context(action: str, transactional_id: str, identity: ProducerIdentity) -> str:
+        return (f"EndTxn {action} of {transactional_id!r} (producer id {identity.producer_id}, "
+                f"epoch {identity.producer_epoch})")
+
+    def _forget_if_stale(self, admin: KafkaAdminClient, transactional_id: str, exc: Exception) -> None:
+        if isinstance(exc, _CONNECTION_ERRORS) or isinstance(
+            exc, (kafka_errors.NotCoordinatorError, kafka_errors.CoordinatorNotAvailableError)
+        ):
+            self._forget_coordinator(admin, transactional_id)
+
+    @staticmethod
+    async def _send_end_txns(
         admin: KafkaAdminClient,
-        transactional_id: str,
-        identity: ProducerIdentity,
+        transactions: list[tuple[str, ProducerIdentity]],
         commit: bool,
-    ) -> tuple[int | None, Any]:
-        coordinator_id = await admin._find_coordinator_id(
-            transactional_id, key_type=CoordinatorType.TRANSACTION
+    ) -> list[tuple[int | None, Any]]:
+        coordinators = await admin._find_coordinator_ids(
+            [transactional_id for transactional_id, _ in transactions],
+            key_type=CoordinatorType.TRANSACTION,
         )
-        request = EndTxnRequest(
-            transactional_id=transactional_id,
-            producer_id=identity.producer_id,
-            producer_epoch=identity.producer_epoch,
-            committed=commit,
-        )
-        response = await admin._manager.send(request, node_id=coordinator_id)
-        # The connection fixes the version (the highest both sides support) when it sends.
-        return request.API_VERSION, response
+        in_flight = []
+        for transactional_id, identity in transactions:
+            request = EndTxnRequest(
+                transactional_id=transactional_id,
+                producer_id=identity.producer_id,
+                producer_epoch=identity.producer_epoch,
+                committed=commit,
+            )
+            in_flight.append((request, admin._manager.send(request, node_id=coordinators[transactional_id])))
+        outcomes: list[tuple[int | None, Any]] = []
+        for request, future in in_flight:
+            try:
+                # The connection fixes the version (the highest both sides support) when it sends.
+                outcomes.append((request.API_VERSION, await future))
+            except Exception as exc:
+                outcomes.append((None, exc))
+        return outcomes
 
     # -- ListTransactions + DescribeTransactions -----------------------------------------------
 
