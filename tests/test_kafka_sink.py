@@ -245,3 +245,32 @@ def test_bad_sink_options(options, fragment):
 
 def test_delivery_guarantee_parse():
     assert DeliveryGuarantee.parse("EXACTLY_ONCE") is DeliveryGuarantee.EXACTLY_ONCE
+
+
+def _pre_committed(fake, config, writers, checkpoint_id=1):
+    from connectors.kafka.writer import KafkaTransactionWriter
+
+    committables = []
+    for writer in writers:
+        txn = KafkaTransactionWriter(fake, config, writer, checkpoint_id)
+        txn.write({"value": f"w{writer}".encode()})
+        committables.append(txn.pre_commit())
+    return committables
+
+
+def test_commit_all_retries_the_retriable_and_reports_the_lost_after_trying_every_one(fake):
+    from connectors.kafka.committer import KafkaTransactionCommitter
+
+    config = KafkaSinkConfig(bootstrap_servers=fake.bootstrap_servers, topic="out",
+                             transactional_id_prefix="job-m", commit_retry_timeout_s=5.0)
+    committables = _pre_committed(fake, config, range(4))
+    fake.producer("job-m-2-1").init_transactions(5)  # a zombie's re-init aborts writer 2's transaction
+    # The first EndTxn (writer 0, committed alone) fails retriably once, and is retried.
+    fake.inject_errors("end_transaction", "COORDINATOR_LOAD_IN_PROGRESS", 1)
+    committer = KafkaTransactionCommitter(fake, config)
+    with pytest.raises(TransactionLostError) as lost:
+        committer.commit_all(committables, 1)
+    assert lost.value.transactional_id == "job-m-2-1"
+    assert visible(fake) == [b"w0", b"w1", b"w3"]
+    committer.commit_all([c for c in committables if c.transactional_id != "job-m-2-1"], 1)  # repeatable
+    committer.close()
