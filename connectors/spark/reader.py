@@ -21,7 +21,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from connectors.kafka.clients import KafkaClients, TopicPartition, clients_for
+from connectors.kafka.clients import KafkaClients, RecordReader, TopicPartition, clients_for
 from connectors.kafka.errors import OffsetOutOfRangeError
 from connectors.kafka.source import (
     DataLossError,
@@ -30,6 +30,7 @@ from connectors.kafka.source import (
     plan_ranges,
     to_offsets,
 )
+from connectors.spark.gc_pause import gc_paused
 from connectors.spark.options import SourceOptions
 from connectors.spark.schema import batches_to_arrow
 
@@ -93,29 +94,34 @@ class _KafkaReading:
 
     def _read_range(self, partition: KafkaRangePartition) -> Iterator[pa.RecordBatch]:
         tp = TopicPartition(partition.topic, partition.partition)
-        include_headers = self.options.include_headers
         reader = self.clients.reader(read_committed=self.options.config.read_committed,
                                      config=self.options.config.client_config)
         try:
-            # Streamed, not collected: a task holds one Arrow batch at a time, whatever its range.
-            batches = batches_to_arrow(reader.read_batches({tp: (partition.start, partition.end)},
-                                                           include_headers), include_headers)
-            try:
-                first = next(batches, None)
-            except OffsetOutOfRangeError:
-                # Retention removed offsets between planning and reading.
-                earliest = self.planner.check_available({tp: partition.start})[tp]
-                if earliest >= partition.end:
-                    return
-                batches = batches_to_arrow(reader.read_batches({tp: (earliest, partition.end)},
-                                                               include_headers), include_headers)
-                first = next(batches, None)
-            if first is None:
-                return
-            yield first
-            yield from batches
+            with gc_paused():
+                yield from self._read_batches(reader, tp, partition)
         finally:
             reader.close()
+
+    def _read_batches(self, reader: RecordReader, tp: TopicPartition,
+                      partition: KafkaRangePartition) -> Iterator[pa.RecordBatch]:
+        # Streamed, not collected: a task holds one Arrow batch at a time, whatever its range.
+        include_headers = self.options.include_headers
+        batches = batches_to_arrow(reader.read_batches({tp: (partition.start, partition.end)},
+                                                       include_headers), include_headers)
+        try:
+            first = next(batches, None)
+        except OffsetOutOfRangeError:
+            # Retention removed offsets between planning and reading.
+            earliest = self.planner.check_available({tp: partition.start})[tp]
+            if earliest >= partition.end:
+                return
+            batches = batches_to_arrow(reader.read_batches({tp: (earliest, partition.end)},
+                                                           include_headers), include_headers)
+            first = next(batches, None)
+        if first is None:
+            return
+        yield first
+        yield from batches
 
 
 class KafkaEosStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTriggerAvailableNow):

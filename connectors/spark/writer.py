@@ -31,6 +31,7 @@ from connectors.kafka.clients import KafkaClients, ProduceBatch, clients_for
 from connectors.kafka.guardrails import check_transaction_timeout
 from connectors.kafka.writer import KafkaTransactionWriter
 from connectors.spark.commit_protocol import SparkCommitProtocol
+from connectors.spark.gc_pause import gc_paused
 from connectors.spark.options import SinkOptions
 from connectors.spark.schema import check_sink_schema
 from twophase import failpoints
@@ -129,13 +130,8 @@ class _KafkaWriting:
         clients = self._clients()
         writer: KafkaTransactionWriter | None = None
         try:
-            for batch in batches:
-                if batch.num_rows == 0:
-                    continue
-                records = produce_batch_of(batch, self.options.config.topic, self.options.include_headers)
-                if writer is None:
-                    writer = KafkaTransactionWriter(clients, self.options.config, partition_id, checkpoint_id)
-                writer.write_batch(records)
+            with gc_paused():
+                writer = self._produce_all(batches, clients, partition_id, checkpoint_id)
             _maybe_fail_task(checkpoint_id, partition_id, attempt)
             if writer is None:
                 return KafkaCommitMessage(checkpoint_id, partition_id, attempt, None, 0)
@@ -148,6 +144,23 @@ class _KafkaWriting:
             raise
         return KafkaCommitMessage(checkpoint_id, partition_id, attempt, committable.to_json(),
                                   committable.record_count)
+
+    def _produce_all(self, batches: Iterator[pa.RecordBatch], clients: KafkaClients, partition_id: int,
+                     checkpoint_id: int) -> KafkaTransactionWriter | None:
+        writer: KafkaTransactionWriter | None = None
+        try:
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                records = produce_batch_of(batch, self.options.config.topic, self.options.include_headers)
+                if writer is None:
+                    writer = KafkaTransactionWriter(clients, self.options.config, partition_id, checkpoint_id)
+                writer.write_batch(records)
+        except BaseException:
+            if writer is not None:
+                writer.abort()
+            raise
+        return writer
 
 
 def prepare_sink(options: SinkOptions, schema: StructType) -> int:

@@ -1,0 +1,40 @@
+"""Python's cyclic garbage collector paused while a Spark task moves records.
+
+A task allocates a few objects per record (librdkafka messages, timestamp tuples, column lists),
+none of them in reference cycles, so reference counting frees them all. The cyclic collector
+still runs every few hundred allocations and walks every young object each time: measured on the
+source's read loop, that is a third of its time. Pausing it for the task (and collecting once
+at the end) keeps memory the same and the time without it.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+_lock = threading.Lock()
+_depth = 0
+_was_enabled = False
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Cyclic GC off inside the block; nestable, and restored as it was when the outermost
+    block ends."""
+    global _depth, _was_enabled
+    with _lock:
+        if _depth == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0 and _was_enabled:
+                gc.enable()
+                # Cycles created meanwhile (by other code in the process) are found now.
+                gc.collect(0)
