@@ -44,6 +44,8 @@ class _SparkSinkParticipant(CheckpointParticipant):
         self.name = SINK_PARTICIPANT
         self.committer = committer
         self._acknowledged: dict[int, list[KafkaCommittable]] = {}
+        #: When the last notify_checkpoint_complete started and ended (monotonic seconds).
+        self.notify_span: tuple[float, float] | None = None
 
     def acknowledging(self, checkpoint_id: int, committables: list[KafkaCommittable]) -> None:
         self._acknowledged[checkpoint_id] = committables
@@ -59,7 +61,9 @@ class _SparkSinkParticipant(CheckpointParticipant):
             self.committer.commit_all(committables_of(restored.state), restored.checkpoint_id)
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        started = time.monotonic()
         self.committer.commit_all(self._acknowledged.pop(checkpoint_id, []), checkpoint_id)
+        self.notify_span = (started, time.monotonic())
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
         self.committer.abort_all(self._acknowledged.pop(checkpoint_id, []), checkpoint_id)
@@ -118,11 +122,17 @@ class SparkCommitProtocol:
         coordinator.restore()
         coordinator.trigger_checkpoint(checkpoint_id=checkpoint_id)
         participant.acknowledging(checkpoint_id, committables)
+        acknowledged = time.monotonic()
         coordinator.acknowledge(checkpoint_id, participant.name, [c.to_json() for c in committables])
+        completed = time.monotonic()
         self.abort_lingering(keep=[c.transactional_id for c in committables if c.transactional_id])
-        log.info("batch %d committed: %d transactions, %d records, %.0f ms", checkpoint_id,
-                 len(committables), sum(c.record_count for c in committables),
-                 (time.monotonic() - started) * 1000)
+        ended = time.monotonic()
+        notify = participant.notify_span or (completed, completed)
+        log.info("batch %d committed: %d transactions, %d records, %.0f ms (prepare %.0f, store %.0f, "
+                 "EndTxn %.0f, mark %.0f, lingering sweep %.0f)", checkpoint_id,
+                 len(committables), sum(c.record_count for c in committables), (ended - started) * 1000,
+                 (acknowledged - started) * 1000, (notify[0] - acknowledged) * 1000,
+                 (notify[1] - notify[0]) * 1000, (completed - notify[1]) * 1000, (ended - completed) * 1000)
 
     def abort(self, messages: Sequence[Any], checkpoint_id: int) -> None:
         committables = [KafkaCommittable.from_json(m.committable) for m in messages
