@@ -212,8 +212,11 @@ class ConfluentProducer:
         self._stats_seq += 1
 
     def _on_error(self, err: KafkaError) -> None:
-        # Fatal errors arrive as exceptions from flush/poll (see _call); what comes here are
-        # transport errors and the like, which librdkafka recovers from on its own.
+        # Fatal errors arrive as exceptions from flush/poll (see _call), and are kept here too in
+        # case that exception is lost; the rest are transport errors and the like, which
+        # librdkafka recovers from on its own.
+        if err.fatal() and err.code() != KafkaError._FATAL:
+            self._fatal_error = err
         log.warning("%s: %s: %s", self._who, err.name(), err.str())
 
     def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
@@ -249,15 +252,47 @@ class ConfluentProducer:
         except KafkaException as exc:
             raise self._mapped(exc, context) from exc
         except SystemError as exc:
-            cause = _kafka_exception_in(exc)
-            if cause is None:
+            cause = _kafka_exception_in(exc) or self._queued_fatal()
+            if cause is not None:
+                raise self._mapped(cause, context) from exc
+            lost = self._fatal_without_exception(context)
+            if lost is None:
                 raise
-            raise self._mapped(cause, context) from exc
+            raise lost from exc
+
+    def _queued_fatal(self) -> KafkaException | None:
+        # A fatal error raised by an earlier call may still be queued: the next poll raises it.
+        if self._producer is None:
+            return None
+        try:
+            self._producer.poll(0)
+        except KafkaException as queued:
+            return queued
+        except SystemError as queued:
+            return _kafka_exception_in(queued)
+        return None
+
+    def _fatal_without_exception(self, context: str) -> KafkaConnectorError | None:
+        """What went wrong when confluent-kafka 2.16 returns NULL "without setting an exception".
+
+        It does so now and then when a producer is fenced (one fencing in six on Kafka 4.0), and
+        a call can meet the bare _FATAL before the error behind it is queued: the fatal error is
+        lost on the way, but the error callback or the failed deliveries still say what it was.
+        A transactional producer whose records fail with an old epoch has been fenced
+        (librdkafka raises _FENCED for exactly that)."""
+        if self._fatal_error is not None:
+            return map_kafka_error(self._fatal_error, f"{self._who}: {context}")
+        if self.transactional_id is not None:
+            for err in self._delivery_errors:
+                if err.code() in _FENCED_CODES or err.code() == KafkaError.INVALID_PRODUCER_EPOCH:
+                    return ProducerFencedError(
+                        f"{self._who}: {context}: fenced by a newer producer instance "
+                        f"({err.name()}: {err.str()})")
+        return None
 
     def _mapped(self, exc: KafkaException, context: str) -> KafkaConnectorError:
         err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-        if err is not None and err.fatal():
-            self._fatal_error = err
+        self._remember_fatal(exc)
         # librdkafka reports a fatal state as a bare _FATAL; the cause (e.g. _FENCED) is the
         # fatal error raised earlier, or the one still queued for the next poll.
         if err is not None and err.code() == KafkaError._FATAL:
@@ -270,14 +305,21 @@ class ConfluentProducer:
                     self._remember_fatal(_kafka_exception_in(queued))
             if self._fatal_error is not None:
                 err = self._fatal_error
+            else:
+                fenced = self._fatal_without_exception(context)
+                if fenced is not None:
+                    fenced.__cause__ = exc
+                    return fenced
         mapped = map_kafka_error(err, f"{self._who}: {context}")
         mapped.__cause__ = exc
         return mapped
 
     def _remember_fatal(self, exc: KafkaException | None) -> None:
+        # The bare _FATAL says only that there is a fatal error; what is kept is the error itself.
         if exc is not None and exc.args and isinstance(exc.args[0], KafkaError):
-            if exc.args[0].fatal():
-                self._fatal_error = exc.args[0]
+            err = exc.args[0]
+            if err.fatal() and err.code() != KafkaError._FATAL:
+                self._fatal_error = err
 
     def _raise_fatal(self, context: str) -> None:
         if self._fatal_error is not None:
