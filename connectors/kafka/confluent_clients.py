@@ -296,13 +296,8 @@ class ConfluentProducer:
         # librdkafka reports a fatal state as a bare _FATAL; the cause (e.g. _FENCED) is the
         # fatal error raised earlier, or the one still queued for the next poll.
         if err is not None and err.code() == KafkaError._FATAL:
-            if self._fatal_error is None and self._producer is not None:
-                try:
-                    self._producer.poll(0)
-                except KafkaException as queued:
-                    self._remember_fatal(queued)
-                except SystemError as queued:
-                    self._remember_fatal(_kafka_exception_in(queued))
+            if self._fatal_error is None:
+                self._remember_fatal(self._queued_fatal())
             if self._fatal_error is not None:
                 err = self._fatal_error
             else:

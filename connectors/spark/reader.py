@@ -106,8 +106,12 @@ class _KafkaReading:
                       partition: KafkaRangePartition) -> Iterator[pa.RecordBatch]:
         # Streamed, not collected: a task holds one Arrow batch at a time, whatever its range.
         include_headers = self.options.include_headers
-        batches = batches_to_arrow(reader.read_batches({tp: (partition.start, partition.end)},
-                                                       include_headers), include_headers)
+
+        def arrow_from(start: int) -> Iterator[pa.RecordBatch]:
+            return batches_to_arrow(reader.read_batches({tp: (start, partition.end)}, include_headers),
+                                    include_headers)
+
+        batches = arrow_from(partition.start)
         try:
             first = next(batches, None)
         except OffsetOutOfRangeError:
@@ -115,8 +119,7 @@ class _KafkaReading:
             earliest = self.planner.check_available({tp: partition.start})[tp]
             if earliest >= partition.end:
                 return
-            batches = batches_to_arrow(reader.read_batches({tp: (earliest, partition.end)},
-                                                           include_headers), include_headers)
+            batches = arrow_from(earliest)
             first = next(batches, None)
         if first is None:
             return

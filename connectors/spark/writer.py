@@ -131,7 +131,13 @@ class _KafkaWriting:
         writer: KafkaTransactionWriter | None = None
         try:
             with gc_paused():
-                writer = self._produce_all(batches, clients, partition_id, checkpoint_id)
+                for batch in batches:
+                    if batch.num_rows == 0:
+                        continue
+                    records = produce_batch_of(batch, self.options.config.topic, self.options.include_headers)
+                    if writer is None:
+                        writer = KafkaTransactionWriter(clients, self.options.config, partition_id, checkpoint_id)
+                    writer.write_batch(records)
             _maybe_fail_task(checkpoint_id, partition_id, attempt)
             if writer is None:
                 return KafkaCommitMessage(checkpoint_id, partition_id, attempt, None, 0)
@@ -144,23 +150,6 @@ class _KafkaWriting:
             raise
         return KafkaCommitMessage(checkpoint_id, partition_id, attempt, committable.to_json(),
                                   committable.record_count)
-
-    def _produce_all(self, batches: Iterator[pa.RecordBatch], clients: KafkaClients, partition_id: int,
-                     checkpoint_id: int) -> KafkaTransactionWriter | None:
-        writer: KafkaTransactionWriter | None = None
-        try:
-            for batch in batches:
-                if batch.num_rows == 0:
-                    continue
-                records = produce_batch_of(batch, self.options.config.topic, self.options.include_headers)
-                if writer is None:
-                    writer = KafkaTransactionWriter(clients, self.options.config, partition_id, checkpoint_id)
-                writer.write_batch(records)
-        except BaseException:
-            if writer is not None:
-                writer.abort()
-            raise
-        return writer
 
 
 def prepare_sink(options: SinkOptions, schema: StructType) -> int:
