@@ -64,8 +64,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from connectors.kafka.clients import TopicPartition, clients_for
@@ -378,36 +377,26 @@ class OutputCheck:
 
 
 def check_output(bootstrap: str, topic: str, partitions: int) -> OutputCheck:
-    """Read ``topic`` to its end with read_committed; count records, distinct keys, and values that
-    are not a copy (no ``|copied`` suffix)."""
+    """Read ``topic`` to its end with read_committed (the kit's own range reader); count records,
+    distinct keys, and values that are not a copy (no ``|copied`` suffix)."""
     started = time.monotonic()
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-check-{topic}",
-                         "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "enable.partition.eof": True, "fetch.queue.backoff.ms": 10})
-    consumer.assign([CkTopicPartition(topic, p, 0) for p in range(partitions)])
+    clients = clients_for(bootstrap)
+    admin = clients.admin()
+    reader = clients.reader(read_committed=True)
     check = OutputCheck()
     keys: set[bytes | None] = set()
-    remaining = set(range(partitions))
-    idle_since = time.monotonic()
-    while remaining:
-        messages = consumer.consume(num_messages=10_000, timeout=0.5)
-        if messages:
-            idle_since = time.monotonic()
-        elif time.monotonic() - idle_since > 60:
-            raise RuntimeError(f"checking {topic}: no progress for 60 s, partitions {remaining} unfinished")
-        for msg in messages:
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    remaining.discard(msg.partition())
-                    continue
-                raise KafkaException(err)
-            check.records += 1
-            keys.add(msg.key())
-            value = msg.value()
-            if value is None or not value.endswith(SUFFIX):
-                check.bad_values += 1
-    consumer.close()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        start = admin.list_offsets(tps, "earliest", read_committed=True)
+        end = admin.list_offsets(tps, "latest", read_committed=True)
+        ranges = {tp: (start[tp], end[tp]) for tp in tps if end[tp] > start[tp]}
+        for batch in reader.read_batches(ranges, include_headers=False):
+            check.records += len(batch)
+            keys.update(batch.keys)
+            check.bad_values += sum(1 for value in batch.values if value is None or not value.endswith(SUFFIX))
+    finally:
+        reader.close()
+        admin.close()
     check.distinct_keys = len(keys)
     check.seconds = time.monotonic() - started
     return check
