@@ -67,7 +67,8 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from connectors.kafka.clients import TopicPartition, clients_for
+from connectors.kafka.clients import TopicPartition
+from connectors.kafka.client_factory import clients_for
 from connectors.tools.broker import Broker, find_broker
 
 REPO = Path(__file__).resolve().parent.parent

@@ -22,8 +22,10 @@ from typing import Callable, Iterator
 
 import pytest
 
-from connectors.kafka.clients import FAKE_SCHEME, KafkaClients, clients_for
+from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients import KafkaClients
 from connectors.tools.broker import NoBrokerError, find_broker
+from kafka_testkit.fake_cluster import FAKE_SCHEME
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from connectors.kafka.errors import KafkaConnectorError
-from connectors.kafka.fake_cluster import FakeKafkaClients
+from kafka_testkit.fake_cluster import FakeKafkaClients
 from connectors.tools import broker as broker_module
 from connectors.tools import cli, jobs
 from connectors.tools.loader import load_input

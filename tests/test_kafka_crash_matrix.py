@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from connectors.kafka.fake_cluster import FakeKafkaClients
+from kafka_testkit.fake_cluster import FakeKafkaClients
 from kafka_fixtures import produce_aborted, produce_committed, read_all
 from twophase import failpoints
 

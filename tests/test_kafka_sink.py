@@ -5,7 +5,7 @@ import pytest
 from connectors.kafka.committable import KafkaCommittable
 from connectors.kafka.config import DeliveryGuarantee, KafkaSinkConfig
 from connectors.kafka.errors import RecordTooLargeError, RetriableKafkaError, TransactionLostError
-from connectors.kafka.fake_cluster import FakeKafkaClients
+from kafka_testkit.fake_cluster import FakeKafkaClients
 from connectors.kafka.sink import KafkaSink
 from connectors.kafka.writer import ProducerRecord
 from kafka_fixtures import read_all

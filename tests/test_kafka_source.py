@@ -3,7 +3,7 @@ import logging
 import pytest
 
 from connectors.kafka.clients import TopicPartition
-from connectors.kafka.fake_cluster import FakeKafkaClients
+from kafka_testkit.fake_cluster import FakeKafkaClients
 from connectors.kafka.source import (
     DataLossError,
     KafkaSource,

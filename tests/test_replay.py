@@ -33,7 +33,7 @@ def options(tmp, bootstrap, **overrides):
 def matrix(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("replay")
     broker = find_broker(f"fake-kafka://{tmp / 'kafka.db'}")
-    from connectors.kafka.clients import clients_for
+    from connectors.kafka.client_factory import clients_for
 
     load_input(clients_for(broker.bootstrap_servers), "in", RECORDS, partitions=3, aborted=20)
     result = Replay(options(tmp, broker.bootstrap_servers, scenarios=MATRIX, broker=broker)).run()
@@ -110,7 +110,7 @@ def test_an_at_least_once_job_is_caught(tmp_path):
     """Replay must be able to fail: the same job without transactions duplicates records when it
     crashes after flushing and before its checkpoint completes."""
     broker = find_broker(f"fake-kafka://{tmp_path / 'kafka.db'}")
-    from connectors.kafka.clients import clients_for
+    from connectors.kafka.client_factory import clients_for
 
     load_input(clients_for(broker.bootstrap_servers), "in", 1000, partitions=2, aborted=0)
     template = JobTemplate.custom(
@@ -129,7 +129,7 @@ def test_an_at_least_once_job_is_caught(tmp_path):
 
 
 def test_silent_loss_is_called_silent_loss(tmp_path):
-    from connectors.kafka.fake_cluster import FakeKafkaClients
+    from kafka_testkit.fake_cluster import FakeKafkaClients
     from connectors.tools.jobs import RunResult
 
     fake = FakeKafkaClients(tmp_path / "kafka.db")
@@ -247,7 +247,7 @@ def test_a_failpoint_kill_without_a_log_line_still_counts_as_fired(tmp_path):
 
 
 def test_an_output_topic_with_records_from_an_earlier_run_is_refused(tmp_path):
-    from connectors.kafka.clients import clients_for
+    from connectors.kafka.client_factory import clients_for
 
     bootstrap = f"fake-kafka://{tmp_path / 'kafka.db'}"
     clients = clients_for(bootstrap)

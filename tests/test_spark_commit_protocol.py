@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from connectors.kafka.errors import TransactionLostError  # noqa: E402
-from connectors.kafka.fake_cluster import FakeKafkaClients  # noqa: E402
+from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
 from connectors.kafka.writer import KafkaTransactionWriter  # noqa: E402
 from connectors.spark.commit_protocol import SparkCommitProtocol  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402

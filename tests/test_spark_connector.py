@@ -14,7 +14,7 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
-from connectors.kafka.fake_cluster import FakeKafkaClients  # noqa: E402
+from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
 from connectors.spark.writer import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV  # noqa: E402
 from kafka_fixtures import produce_aborted, produce_committed, read_all  # noqa: E402
 

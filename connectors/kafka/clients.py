@@ -1,12 +1,10 @@
 """The seam between the Kafka connectors and the Kafka clients behind them.
 
-The source and the sink speak only to these small typed interfaces. Two implementations sit
-behind them:
-
-- ``confluent_clients.RealKafkaClients``: librdkafka (confluent-kafka) for the data path and
-  kafka-python (``txn_control.py``) for the transaction control plane that librdkafka lacks;
-- ``fake_cluster.FakeKafkaClients``: an in-process simulation of Kafka's transactional semantics
-  for unit tests, selected with a ``fake-kafka://<state file>`` bootstrap address.
+The source and the sink speak only to these small typed interfaces; this module defines them and
+imports no implementation. ``client_factory.clients_for`` picks the implementation for a bootstrap
+address: ``confluent_clients.RealKafkaClients`` (librdkafka for the data path, kafka-python in
+``txn_control.py`` for the transaction control plane that librdkafka lacks), or one registered for
+an address scheme, such as the test cluster of ``kafka_testkit`` (``fake-kafka://<file>``).
 
 Errors crossing the seam are the types of ``errors.py``, never a client library's own.
 """
@@ -20,7 +18,6 @@ from connectors.kafka.errors import KafkaConnectorError
 
 Headers = Sequence[tuple[str, bytes | None]]
 
-FAKE_SCHEME = "fake-kafka://"
 
 # librdkafka / Java client timestamp types, as Spark's Kafka source exposes them.
 TIMESTAMP_CREATE_TIME = 0
@@ -240,17 +237,3 @@ class KafkaClients(Protocol):
     def admin(self) -> ClusterAdmin: ...
 
     def txn_control(self) -> TransactionControl: ...
-
-
-def clients_for(bootstrap_servers: str, config: Mapping[str, str] | None = None) -> KafkaClients:
-    """The clients for a bootstrap address: the fake cluster for ``fake-kafka://<path>``, else the
-    real Kafka clients. ``config`` is librdkafka-style client configuration passed through."""
-    if not bootstrap_servers:
-        raise ValueError("bootstrap servers must be given, e.g. 'localhost:9092'")
-    if bootstrap_servers.startswith(FAKE_SCHEME):
-        from connectors.kafka.fake_cluster import FakeKafkaClients
-
-        return FakeKafkaClients(bootstrap_servers[len(FAKE_SCHEME):])
-    from connectors.kafka.confluent_clients import RealKafkaClients
-
-    return RealKafkaClients(bootstrap_servers, dict(config or {}))

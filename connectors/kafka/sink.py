@@ -12,7 +12,8 @@ import logging
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
-from connectors.kafka.clients import KafkaClients, ProducerClient, clients_for
+from connectors.kafka.clients import KafkaClients, ProducerClient
+from connectors.kafka.client_factory import clients_for
 from connectors.kafka.committable import KafkaCommittable
 from connectors.kafka.committer import KafkaTransactionCommitter
 from connectors.kafka.config import KafkaSinkConfig, default_transactional_id_prefix

@@ -14,14 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from connectors.kafka.clients import (
-    ClusterAdmin,
-    ConsumedRecord,
-    KafkaClients,
-    RecordReader,
-    TopicPartition,
-    clients_for,
-)
+from connectors.kafka.clients import ClusterAdmin, ConsumedRecord, KafkaClients, RecordReader, TopicPartition
+from connectors.kafka.client_factory import clients_for
 from connectors.kafka.errors import UnknownTopicError
 from twophase.participants import ResettableSource
 

@@ -16,7 +16,8 @@ import logging
 import time
 from typing import Any, Sequence
 
-from connectors.kafka.clients import KafkaClients, clients_for
+from connectors.kafka.clients import KafkaClients
+from connectors.kafka.client_factory import clients_for
 from connectors.kafka.committable import KafkaCommittable
 from connectors.kafka.committer import KafkaTransactionCommitter
 from connectors.spark.options import SinkOptions

@@ -21,7 +21,8 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from connectors.kafka.clients import KafkaClients, RecordReader, TopicPartition, clients_for
+from connectors.kafka.clients import KafkaClients, RecordReader, TopicPartition
+from connectors.kafka.client_factory import clients_for
 from connectors.kafka.errors import OffsetOutOfRangeError
 from connectors.kafka.source import (
     DataLossError,

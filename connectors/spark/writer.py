@@ -27,7 +27,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connectors.kafka.clients import KafkaClients, ProduceBatch, clients_for
+from connectors.kafka.clients import KafkaClients, ProduceBatch
+from connectors.kafka.client_factory import clients_for
 from connectors.kafka.guardrails import check_transaction_timeout
 from connectors.kafka.writer import KafkaTransactionWriter
 from connectors.spark.commit_protocol import SparkCommitProtocol

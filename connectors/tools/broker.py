@@ -38,12 +38,14 @@ from tenacity import (
     wait_exponential,
 )
 
-from connectors.kafka.clients import FAKE_SCHEME
+from connectors.kafka.client_factory import registered_scheme
 from connectors.kafka.errors import KafkaConnectorError, RetriableKafkaError
 
 log = logging.getLogger(__name__)
 
 DEFAULT_IMAGE = "apache/kafka:4.0.0"
+#: The client scheme of the kit's embedded test cluster (kafka_testkit).
+_FAKE = "fake-kafka"
 #: The broker aborts timed-out transactions only every this many ms (Kafka's default is 10 s).
 #: Brokers the tool starts check every second, so the transaction-timeout scenario is quick.
 TXN_CLEANUP_INTERVAL_KEY = "transaction.abort.timed.out.transaction.cleanup.interval.ms"
@@ -151,10 +153,10 @@ def _addresses(bootstrap: str) -> list[tuple[str, int]]:
 def check_reachable(bootstrap: str, *, attempts: int = 4, connect_timeout_s: float = 3.0,
                     max_wait_s: float = 4.0) -> None:
     """Raise BrokerUnreachableError unless some bootstrap address accepts a TCP connection,
-    retrying with exponential backoff ``attempts`` times. A ``fake-kafka://`` address always
-    passes. This catches the common mistakes (wrong host or port, broker not started) in seconds
-    instead of the clients' 30 s timeouts."""
-    if bootstrap.startswith(FAKE_SCHEME):
+    retrying with exponential backoff ``attempts`` times. An address of a registered client scheme
+    (``fake-kafka://``) is no TCP address and always passes. This catches the common mistakes
+    (wrong host or port, broker not started) in seconds instead of the clients' 30 s timeouts."""
+    if registered_scheme(bootstrap) is not None:
         return
     addresses = _addresses(bootstrap)
     errors: dict[str, str] = {}
@@ -190,7 +192,7 @@ def check_reachable(bootstrap: str, *, attempts: int = 4, connect_timeout_s: flo
 # -- discovery -----------------------------------------------------------------------------------
 
 def _fake_broker(bootstrap: str) -> Broker:
-    from connectors.kafka.fake_cluster import FakeKafkaClients
+    from kafka_testkit.fake_cluster import FAKE_SCHEME, FakeKafkaClients
 
     fake = FakeKafkaClients(bootstrap[len(FAKE_SCHEME):])
 
@@ -268,7 +270,7 @@ def _container_broker(image: str) -> Broker:
 
 
 def _local_broker(kafka_home: str, work_dir: str | None) -> Broker:
-    from connectors.kafka.local_broker import LocalKafkaBroker
+    from kafka_testkit.local_broker import LocalKafkaBroker
 
     broker = LocalKafkaBroker(kafka_home, work_dir,
                               extra_config={TXN_CLEANUP_INTERVAL_KEY: str(OWN_BROKER_TXN_CLEANUP_MS)})
@@ -287,13 +289,13 @@ def find_broker(explicit: str | None = None, *, environ: Mapping[str, str] | Non
     """The first broker available, in the order of the module docstring; NoBrokerError if none."""
     env = os.environ if environ is None else environ
     if explicit:
-        if explicit.startswith(FAKE_SCHEME):
+        if registered_scheme(explicit) == _FAKE:
             return _fake_broker(explicit)
         return Broker(explicit, "--bootstrap", owned=False,
                       restart_unavailable="the broker was not started by this tool")
     from_env = env.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
     if from_env:
-        if from_env.startswith(FAKE_SCHEME):
+        if registered_scheme(from_env) == _FAKE:
             return _fake_broker(from_env)
         return Broker(from_env, "KAFKA_BOOTSTRAP_SERVERS", owned=False,
                       restart_unavailable="the broker was not started by this tool")
@@ -309,7 +311,7 @@ def find_broker(explicit: str | None = None, *, environ: Mapping[str, str] | Non
     else:
         tried.append("no Docker engine answered")
     if kafka_home:
-        from connectors.kafka.local_broker import LocalBrokerError
+        from kafka_testkit.local_broker import LocalBrokerError
 
         try:
             return _local_broker(kafka_home, work_dir)

@@ -23,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
-from connectors.kafka.clients import clients_for
+from connectors.kafka.client_factory import clients_for
 from connectors.kafka.errors import BrokerUnavailableError, KafkaConnectorError, UnknownTopicError
 from connectors.tools.broker import BrokerUnreachableError, NoBrokerError, check_reachable, find_broker
 from connectors.tools.demo import DemoOptions, run_demo

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from connectors.kafka.clients import clients_for
+from connectors.kafka.client_factory import clients_for
 from connectors.tools.broker import check_reachable, find_broker
 from connectors.tools.jobs import JobTemplate
 from connectors.tools.loader import load_input

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from connectors.kafka.clients import KafkaClients, TopicPartition, clients_for
+from connectors.kafka.clients import KafkaClients, TopicPartition
+from connectors.kafka.client_factory import clients_for
 from connectors.tools.broker import TXN_CLEANUP_INTERVAL_KEY, Broker, retry_transient
 from connectors.tools.job_metrics import CheckpointEvent, read_metrics
 from connectors.tools.jobs import JobRun, JobTemplate, RunResult

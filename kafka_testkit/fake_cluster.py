@@ -52,7 +52,6 @@ from typing import Iterable, Iterator, Mapping, Sequence
 
 from connectors.kafka import errors
 from connectors.kafka.clients import (
-    FAKE_SCHEME,
     TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,
     ConsumedBatch,
@@ -66,6 +65,9 @@ from connectors.kafka.clients import (
 )
 
 logger = logging.getLogger(__name__)
+
+#: Bootstrap addresses ``fake-kafka://<state file>`` select this cluster (see ``pyproject.toml``).
+FAKE_SCHEME = "fake-kafka://"
 
 DEFAULT_BROKER_CONFIG: dict[str, str] = {
     "transaction.max.timeout.ms": "900000",

@@ -1,0 +1,7 @@
+"""Test doubles and test-server launchers for pyspark-kafka-eos, kept out of the product packages.
+
+- ``fake_cluster``: an embedded Kafka cluster in one SQLite file, faithful to the transactional
+  semantics the protocol relies on; selected with a ``fake-kafka://<file>`` bootstrap address
+  (registered as a client implementation through an entry point, see ``pyproject.toml``);
+- ``local_broker``: starts a real Kafka distribution (``KAFKA_HOME``) on loopback ports.
+"""

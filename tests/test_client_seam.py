@@ -1,0 +1,27 @@
+"""The client seam defines the contract and knows no implementation; the factory finds them."""
+
+import subprocess
+import sys
+
+from connectors.kafka.client_factory import clients_for, registered_scheme
+from kafka_testkit.fake_cluster import FakeKafkaClients
+
+
+def test_the_seam_imports_no_client_implementation():
+    code = ("import sys, connectors.kafka.clients; "
+            "print(sorted(m for m in sys.modules if m.startswith(('confluent_kafka', 'kafka', 'kafka_testkit'))))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+def test_a_registered_scheme_selects_its_implementation(tmp_path):
+    clients = clients_for(f"fake-kafka://{tmp_path / 'k.db'}")
+    assert isinstance(clients, FakeKafkaClients)
+    assert clients.path == str(tmp_path / "k.db")
+
+
+def test_security_protocol_prefixes_and_plain_addresses_are_real_clusters():
+    assert registered_scheme("SASL_SSL://broker:9093") is None
+    assert registered_scheme("broker-1:9092,broker-2:9092") is None
+    assert registered_scheme(" fake-kafka:///tmp/x.db") == "fake-kafka"
+    assert type(clients_for("broker:9092")).__name__ == "RealKafkaClients"
