@@ -44,6 +44,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--transaction-timeout-ms", type=int, default=15 * 60 * 1000)
     parser.add_argument("--checkpoint-timeout-ms", type=int, default=10 * 60 * 1000)
     parser.add_argument("--restart-budget-ms", type=int, default=60 * 1000)
+    parser.add_argument("--transactional-id-prefix", default=None,
+                        help="eos.transactionalIdPrefix (default: derived from the checkpoint location and sink)")
     parser.add_argument("--transform", choices=["enrich", "copy"], default="enrich",
                         help="copy: value + '|copied' (what examples/copy_pipeline.py does)")
     parser.add_argument("--failpoint", action="append", default=[],
@@ -101,6 +103,8 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
         .option("eos.restartBudgetMs", str(args.restart_budget_ms))
         .queryName("kafka-eos-example")
     )
+    if args.transactional_id_prefix:
+        writer = writer.option("eos.transactionalIdPrefix", args.transactional_id_prefix)
     if args.bounded:
         writer = writer.trigger(availableNow=True)
     else:

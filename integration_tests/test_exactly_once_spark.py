@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 
 from connectors.spark.writer import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV
-from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
+from kafka_io import (
+    assert_exactly_once,
+    copied_id,
+    partitions_of,
+    read_committed_values,
+    topics_with_orders,
+    wait_until_stable,
+)
 from twophase import failpoints
 
 pytestmark = pytest.mark.spark
@@ -36,10 +43,11 @@ SCENARIOS = {
 
 
 def run_spark_job(bootstrap: str, source: str, sink: str, checkpoint: Path, *failpoint_specs: str,
-                  env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+                  env: dict[str, str] | None = None, batch_records: int = 500,
+                  extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, str(JOB), "--bootstrap", bootstrap, "--input", source, "--output", sink,
                "--checkpoint-dir", str(checkpoint), "--bounded", "--transform", "copy",
-               "--max-offsets-per-trigger", "500"]
+               "--max-offsets-per-trigger", str(batch_records), *extra]
     for spec in failpoint_specs:
         command += ["--failpoint", spec]
     environment = {k: v for k, v in os.environ.items() if k != failpoints.ENV_VAR}
@@ -75,3 +83,22 @@ def test_spark_job_with_executor_task_failures_is_exactly_once(kafka_bootstrap, 
     assert "injected task failure" in finished.stderr
     wait_until_stable(kafka_clients, sink)
     assert_exactly_once(read_committed_values(kafka_clients, sink), ids, copied_id)
+
+
+def test_transactional_ids_stay_within_the_pool_over_300_micro_batches(kafka_bootstrap, kafka_clients, unique_name,
+                                                                      tmp_path):
+    """The broker's transaction state does not grow with the number of batches: after 300
+    micro-batches of 3 write tasks, ListTransactions (any state) shows at most 2 ids per task."""
+    source, sink, ids = topics_with_orders(kafka_clients, unique_name, 3000)
+    prefix = unique_name("pool")
+    finished = run_spark_job(kafka_bootstrap, source, sink, tmp_path / "chk", batch_records=10,
+                             extra=("--transactional-id-prefix", prefix))
+    assert finished.returncode == 0, finished.stderr[-4000:]
+    committed = sorted(int(p.name) for p in (tmp_path / "chk" / "commits").iterdir() if p.name.isdigit())
+    assert len(committed) >= 300, f"only {len(committed)} micro-batches"
+    wait_until_stable(kafka_clients, sink)
+    assert_exactly_once(read_committed_values(kafka_clients, sink), ids, copied_id)
+    listed = [t.transactional_id for t in kafka_clients.txn_control().list_transactions(f"{prefix}-")]
+    tasks = len(partitions_of(kafka_clients, source))
+    assert 0 < len(listed) <= 2 * tasks, listed
+    assert kafka_clients.txn_control().list_open_transactions(f"{prefix}-") == []

@@ -245,8 +245,13 @@ def test_close_leaves_the_transaction_open(
         assert txn.start_time_ms > 0
         assert end_offset(kafka_clients, tp, read_committed=True) == 0
 
+        (listed,) = control.list_transactions(tid)
+        assert (listed.transactional_id, listed.producer_id, listed.state) == (tid, identity.producer_id, "Ongoing")
         end_txn(control, tid, identity, commit=False)
         assert control.list_open_transactions(tid) == []
+        # The id stays on the broker after its transaction ended (until transactional.id.expiration.ms).
+        (listed,) = control.list_transactions(tid)
+        assert listed.state in ("PrepareAbort", "CompleteAbort")
     finally:
         control.close()
     wait_for_end_offset(kafka_clients, tp, 5)

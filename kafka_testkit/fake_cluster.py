@@ -62,6 +62,7 @@ from connectors.kafka.clients import (
     ProduceBatch,
     ProducerIdentity,
     TopicPartition,
+    TransactionListing,
 )
 
 logger = logging.getLogger(__name__)
@@ -84,6 +85,7 @@ OPERATIONS: frozenset[str] = frozenset(
         "abort_transaction",
         "end_transaction",
         "list_open_transactions",
+        "list_transactions",
         "read",
         "list_offsets",
         "list_topics",
@@ -702,6 +704,22 @@ class _Cluster:
                 ))
             return found
 
+    def list_transactions(self, prefix: str) -> list[TransactionListing]:
+        """Every transactional id with state, as ListTransactions without filters reports it:
+        Ongoing while a transaction is open, CompleteCommit/CompleteAbort after the last EndTxn,
+        Empty after an InitProducerId."""
+        with self.transaction("list_transactions") as (conn, _now):
+            rows = conn.execute(
+                "SELECT transactional_id, producer_id, current_txn, last_ended_epoch, last_ended_commit"
+                " FROM transactional_ids WHERE substr(transactional_id, 1, ?) = ? ORDER BY transactional_id",
+                (len(prefix), prefix),
+            ).fetchall()
+            return [
+                TransactionListing(tid, pid, "Ongoing" if current is not None else "Empty" if ended is None
+                                   else "CompleteCommit" if committed else "CompleteAbort")
+                for tid, pid, current, ended, committed in rows
+            ]
+
     # -- reads -----------------------------------------------------------------------------------
 
     def check_read(self, ranges: Mapping[TopicPartition, tuple[int, int]], read_committed: bool) -> None:
@@ -1092,6 +1110,9 @@ class FakeTransactionControl:
 
     def list_open_transactions(self, transactional_id_prefix: str) -> list[OpenTransaction]:
         return self._cluster.list_open_transactions(transactional_id_prefix)
+
+    def list_transactions(self, transactional_id_prefix: str) -> list[TransactionListing]:
+        return self._cluster.list_transactions(transactional_id_prefix)
 
     def close(self) -> None:
         pass

@@ -248,11 +248,13 @@ def test_delivery_guarantee_parse():
 
 
 def _pre_committed(fake, config, writers, checkpoint_id=1):
+    from connectors.kafka.transactional_ids import TransactionalIdPool
     from connectors.kafka.writer import KafkaTransactionWriter
 
     committables = []
+    pool = TransactionalIdPool(config.transactional_id_prefix)
     for writer in writers:
-        txn = KafkaTransactionWriter(fake, config, writer, checkpoint_id)
+        txn = KafkaTransactionWriter(fake, config, pool.transactional_id(writer, checkpoint_id), checkpoint_id)
         txn.write({"value": f"w{writer}".encode()})
         committables.append(txn.pre_commit())
     return committables

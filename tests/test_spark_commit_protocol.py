@@ -6,12 +6,13 @@ import pytest
 pytest.importorskip("pyspark")
 
 from connectors.kafka.errors import TransactionLostError  # noqa: E402
-from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
+from connectors.kafka.transactional_ids import TransactionalIdPool  # noqa: E402
 from connectors.kafka.writer import KafkaTransactionWriter  # noqa: E402
 from connectors.spark.commit_protocol import SparkCommitProtocol  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.writer import KafkaCommitMessage  # noqa: E402
 from kafka_fixtures import read_all  # noqa: E402
+from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
 from twophase import failpoints  # noqa: E402
 
 
@@ -35,11 +36,17 @@ def options(fake, tmp_path):
                                "checkpointlocation": str(tmp_path / "chk")}, streaming=True)
 
 
+def task_writer(fake, options, task, batch_id):
+    """The writer of one executor task, under the id the sink's pool gives it."""
+    pool = TransactionalIdPool(options.config.transactional_id_prefix)
+    return KafkaTransactionWriter(fake, options.config, pool.transactional_id(task, batch_id), batch_id)
+
+
 def run_tasks(fake, options, batch_id, rows_per_task=(3, 2, 4), tag="v"):
     """What executors do for one micro-batch: one transaction per task, pre-committed."""
     messages = []
     for task, rows in enumerate(rows_per_task):
-        writer = KafkaTransactionWriter(fake, options.config, task, batch_id)
+        writer = task_writer(fake, options, task, batch_id)
         for i in range(rows):
             writer.write({"value": f"{tag}{batch_id}-{task}-{i}", "partition": task})
         committable = writer.pre_commit()
@@ -101,7 +108,7 @@ def test_tasks_that_guessed_the_wrong_batch_fail_it(fake, options):
 
 
 def test_lingering_transactions_are_swept_after_a_commit(fake, options):
-    crashed = KafkaTransactionWriter(fake, options.config, 7, 0)  # a task count that changed
+    crashed = task_writer(fake, options, 7, 0)  # a task count that changed
     crashed.write({"value": "orphan", "partition": 0})
     crashed.pre_commit()
     SparkCommitProtocol(options).commit(run_tasks(fake, options, 0), 0)

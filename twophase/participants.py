@@ -216,3 +216,7 @@ class TwoPhaseCommitSink(CheckpointParticipant, Generic[Txn, Committable]):
 
     def pending_checkpoint_ids(self) -> list[int]:
         return sorted(self._pending)
+
+    def pending_committables(self) -> list[Committable]:
+        """Pre-committed transactions not yet confirmed committed, oldest checkpoint first."""
+        return [c for cid in sorted(self._pending) for c in self._pending[cid]]

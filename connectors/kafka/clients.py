@@ -112,6 +112,17 @@ class OpenTransaction:
     partitions: frozenset[TopicPartition] = field(default_factory=frozenset)
 
 
+@dataclass(frozen=True)
+class TransactionListing:
+    """A transactional id the broker's transaction coordinators hold state for (ListTransactions),
+    in whatever state: ``Ongoing``, ``CompleteCommit``, ``Empty`` ... Each one costs the broker
+    memory and ``__transaction_state`` space until ``transactional.id.expiration.ms``."""
+
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
 OffsetSpec = Literal["earliest", "latest"] | int  # an int is a timestamp in ms (offsetsForTimes)
 
 
@@ -217,6 +228,10 @@ class TransactionControl(Protocol):
 
     def list_open_transactions(self, transactional_id_prefix: str) -> list[OpenTransaction]:
         """Every transaction whose id starts with the prefix and that is not ended."""
+
+    def list_transactions(self, transactional_id_prefix: str) -> list[TransactionListing]:
+        """Every transactional id starting with the prefix that the broker holds state for, in any
+        state, sorted by id."""
 
     def close(self) -> None: ...
 

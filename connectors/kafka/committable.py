@@ -1,26 +1,13 @@
-"""The handle of a pre-committed Kafka transaction, and how transactional ids are named."""
+"""The handle of a pre-committed Kafka transaction: what any process needs to end it."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from connectors.kafka.clients import ProducerIdentity, TopicPartition
 
 COMMITTABLE_VERSION = 1
-
-
-def transactional_id(prefix: str, writer: int, checkpoint_id: int) -> str:
-    """``{prefix}-{writer}-{checkpoint_id}``: deterministic, so a retried or restarted writer of
-    the same checkpoint re-initialises (and so fences and aborts) its zombie's transaction; and
-    never reused by another checkpoint, so committing a stored handle again is always safe."""
-    return f"{prefix}-{writer}-{checkpoint_id}"
-
-
-def transactional_id_pattern(prefix: str) -> re.Pattern[str]:
-    """Matches only ids of this prefix: ``job-1`` must not claim ``job-10-0-5``."""
-    return re.compile(rf"^{re.escape(prefix)}-(\d+)-(\d+)$")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Ends pre-committed Kafka transactions from any process, and aborts lingering ones.
+"""Ends pre-committed Kafka transactions from any process (Flink's KafkaCommitter).
 
 Commit and abort go through EndTxn (``TransactionControl``), not through the producer that opened
 the transaction: that producer lives in a Spark task or a process that may be long gone. Retriable
@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Callable, Iterable, Sequence, TypeVar
+from typing import Iterable, Sequence
 
 from tenacity import (
     Retrying,
@@ -24,7 +24,7 @@ from tenacity import (
 )
 
 from connectors.kafka.clients import KafkaClients, TransactionControl
-from connectors.kafka.committable import KafkaCommittable, transactional_id_pattern
+from connectors.kafka.committable import KafkaCommittable
 from connectors.kafka.config import KafkaSinkConfig
 from connectors.kafka.errors import (
     InvalidProducerEpochError,
@@ -38,13 +38,8 @@ from twophase import failpoints
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
-# A lingering transaction found on the broker: it is open, so it holds records, but how many is unknown.
-UNKNOWN_RECORD_COUNT = -1
-
 # Jittered, so parallel commits that failed together do not retry in lockstep.
-_BACKOFF = wait_exponential(multiplier=0.05, max=2.0) + wait_random(0, 0.05)
+RETRY_BACKOFF = wait_exponential(multiplier=0.05, max=2.0) + wait_random(0, 0.05)
 
 _LOST = (ProducerFencedError, InvalidProducerEpochError, InvalidTxnStateError, TransactionalIdNotFoundError)
 
@@ -60,9 +55,10 @@ class KafkaTransactionCommitter:
         self._control_client: TransactionControl | None = None
         self._control_lock = threading.Lock()
 
-    def _control(self) -> TransactionControl:
-        # One client shared by the parallel commits: its requests are multiplexed over one
-        # connection per broker, and a client per thread would pay a bootstrap each.
+    def control(self) -> TransactionControl:
+        """The transaction control client, made at first use. One client is shared by the
+        parallel commits: its requests are multiplexed over one connection per broker, and a
+        client per thread would pay a bootstrap each."""
         with self._control_lock:
             if self._control_client is None:
                 self._control_client = self.clients.txn_control()
@@ -120,7 +116,7 @@ class KafkaTransactionCommitter:
         retrying = Retrying(
             retry=retry_if_exception_type(RetriableKafkaError),
             stop=stop_after_delay(budget),
-            wait=_BACKOFF,
+            wait=RETRY_BACKOFF,
             reraise=True,
             before_sleep=lambda state: log.warning(
                 "checkpoint %d: %s of %s failed (attempt %d): %r; retrying", checkpoint_id,
@@ -129,7 +125,7 @@ class KafkaTransactionCommitter:
         )
         for attempt in retrying:
             with attempt:
-                self._control().end_transaction(committable.transactional_id, committable.identity, commit)
+                self.control().end_transaction(committable.transactional_id, committable.identity, commit)
 
     @staticmethod
     def _lost(committable: KafkaCommittable, checkpoint_id: int, cause: Exception) -> TransactionLostError:
@@ -172,7 +168,7 @@ class KafkaTransactionCommitter:
         for number, group in enumerate(rounds):
             if not group:
                 continue
-            results = self._control().end_transactions(
+            results = self.control().end_transactions(
                 [(c.transactional_id or "", c.identity) for c in group], commit=True)
             for committable in group:
                 error = results.get(committable.transactional_id or "")
@@ -211,36 +207,3 @@ class KafkaTransactionCommitter:
     def abort_all(self, committables: Iterable[KafkaCommittable], checkpoint_id: int) -> None:
         for committable in committables:
             self.abort(committable, checkpoint_id)
-
-    def abort_lingering(self, prefix: str, keep: Iterable[str] = (), writer: int | None = None) -> list[str]:
-        """Abort every open transaction of this prefix (and ``writer``, if given) not in ``keep``;
-        returns their ids.
-
-        An open transaction holds back the last stable offset of every partition it wrote to, so
-        read_committed consumers stall behind it until it ends or times out."""
-        pattern = transactional_id_pattern(prefix)
-        kept = set(keep)
-        aborted = []
-        open_txns = self._retrying_call(lambda: self._control().list_open_transactions(f"{prefix}-"))
-        for txn in open_txns:
-            match = pattern.match(txn.transactional_id)
-            if match is None or txn.transactional_id in kept:
-                continue
-            if writer is not None and int(match.group(1)) != writer:
-                continue
-            log.info("aborting lingering transaction %s (pid %d, epoch %d, open since %d)",
-                     txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.start_time_ms)
-            committable = KafkaCommittable(
-                transactional_id=txn.transactional_id, producer_id=txn.producer_id,
-                producer_epoch=txn.producer_epoch, partitions=tuple(sorted(txn.partitions)),
-                record_count=UNKNOWN_RECORD_COUNT, checkpoint_id=-1, begin_timestamp_ms=txn.start_time_ms,
-                transaction_timeout_ms=txn.timeout_ms)
-            self.abort(committable, -1)
-            aborted.append(txn.transactional_id)
-        return aborted
-
-    def _retrying_call(self, call: Callable[[], T]) -> T:
-        retrying = Retrying(retry=retry_if_exception_type(RetriableKafkaError),
-                            stop=stop_after_delay(self.config.commit_retry_timeout_s),
-                            wait=_BACKOFF, reraise=True)
-        return retrying(call)

@@ -1,9 +1,10 @@
 """The two-phase-commit Kafka sink as an in-process checkpoint participant (Flink's KafkaSink).
 
-Each checkpoint's records go into one transaction named ``{prefix}-{writer}-{checkpoint}``.
-pre-commit flushes it; the coordinator stores its handle; on notify the handle is committed with
-EndTxn. On restore, the handles of an unconfirmed checkpoint are committed again and every other
-open transaction of the prefix is aborted, so no read_committed consumer stays stalled.
+Each checkpoint's records go into one transaction of an id from the sink's pool
+(``transactional_ids.py``: ``{prefix}-{writer}-{checkpoint % 2}``). pre-commit flushes it; the
+coordinator stores its handle; on notify the handle is committed with EndTxn. On restore, the
+handles of an unconfirmed checkpoint are committed again and every other open transaction of this
+writer is aborted, so no read_committed consumer stays stalled.
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ import logging
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
-from connectors.kafka.clients import KafkaClients, ProducerClient
+from connectors.kafka.abort_strategy import LingeringTransactionAborter
 from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients import KafkaClients, ProducerClient
 from connectors.kafka.committable import KafkaCommittable
 from connectors.kafka.committer import KafkaTransactionCommitter
 from connectors.kafka.config import KafkaSinkConfig, default_transactional_id_prefix
 from connectors.kafka.errors import KafkaConnectorError
 from connectors.kafka.guardrails import check_transaction_timeout
+from connectors.kafka.transactional_ids import TransactionalIdPool
 from connectors.kafka.writer import KafkaTransactionWriter, ProducerRecord
 from twophase.participants import TwoPhaseCommitSink
 
@@ -47,6 +50,7 @@ class KafkaSink(TwoPhaseCommitSink[KafkaTransactionWriter, KafkaCommittable]):
         self.writer_index = writer
         self.clients = clients or clients_for(config.bootstrap_servers, config.client_config)
         self.committer = KafkaTransactionCommitter(self.clients, config)
+        self.id_pool = TransactionalIdPool(config.transactional_id_prefix) if config.exactly_once else None
         self._plain_producer: ProducerClient | None = None
         admin = self.clients.admin()
         try:
@@ -61,7 +65,12 @@ class KafkaSink(TwoPhaseCommitSink[KafkaTransactionWriter, KafkaCommittable]):
     def begin_transaction(self, checkpoint_id: int) -> KafkaTransactionWriter:
         if not self.config.exactly_once and self._plain_producer is None:
             self._plain_producer = self.clients.producer(None, dict(self.config.client_config))
-        return KafkaTransactionWriter(self.clients, self.config, self.writer_index, checkpoint_id,
+        transactional_id = None
+        if self.id_pool is not None:
+            # Ids of transactions pre-committed but not yet known committed stay theirs.
+            in_use = {c.transactional_id for c in self.pending_committables() if c.transactional_id}
+            transactional_id = self.id_pool.transactional_id(self.writer_index, checkpoint_id, in_use)
+        return KafkaTransactionWriter(self.clients, self.config, transactional_id, checkpoint_id,
                                       producer=self._plain_producer)
 
     def write(self, txn: KafkaTransactionWriter, value: ProducerRecord | Mapping[str, Any]) -> None:
@@ -88,13 +97,13 @@ class KafkaSink(TwoPhaseCommitSink[KafkaTransactionWriter, KafkaCommittable]):
         self.committer.abort(committable, checkpoint_id)
 
     def recover_and_abort(self, keep: Sequence[KafkaCommittable], restored_checkpoint_id: int | None) -> None:
-        if not self.config.exactly_once or self.config.transactional_id_prefix is None:
+        if self.id_pool is None:
             return
         # Only this writer's ids: a parallel writer of the same prefix may not have re-committed
         # its restored transactions yet, and aborting them would lose their records.
         kept = [c.transactional_id for c in keep if c.transactional_id]
-        aborted = self.committer.abort_lingering(self.config.transactional_id_prefix, kept,
-                                                 writer=self.writer_index)
+        aborter = LingeringTransactionAborter(self.committer, self.id_pool, self.config.commit_retry_timeout_s)
+        aborted = aborter.abort_lingering(kept, slot=self.writer_index)
         if aborted:
             log.info("sink %s: aborted %d lingering transaction(s) after restoring checkpoint %s: %s",
                      self.name, len(aborted), restored_checkpoint_id, aborted)

@@ -26,7 +26,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.protocol.metadata import CoordinatorType
 from kafka.protocol.producer.transaction import EndTxnRequest
 
-from connectors.kafka.clients import OpenTransaction, ProducerIdentity, TopicPartition
+from connectors.kafka.clients import OpenTransaction, ProducerIdentity, TopicPartition, TransactionListing
 from connectors.kafka.errors import (
     BrokerUnavailableError,
     InvalidProducerEpochError,
@@ -285,6 +285,24 @@ class KafkaPythonTransactionControl:
         return outcomes
 
     # -- ListTransactions + DescribeTransactions -----------------------------------------------
+
+    def list_transactions(self, transactional_id_prefix: str) -> list[TransactionListing]:
+        """Every transactional id with the prefix, in any state (ListTransactions without a state
+        filter; the prefix is matched here, as in ``list_open_transactions``)."""
+        context = f"list transactions with prefix {transactional_id_prefix!r}"
+        admin = self._client()
+        try:
+            by_broker = admin.list_transactions()
+        except Exception as exc:
+            raise _map_exception(exc, context) from exc
+        found = {
+            listing.transactional_id: TransactionListing(
+                listing.transactional_id, listing.producer_id, getattr(listing.state, "value", str(listing.state)))
+            for listings in by_broker.values()
+            for listing in listings
+            if listing.transactional_id.startswith(transactional_id_prefix)
+        }
+        return [found[transactional_id] for transactional_id in sorted(found)]
 
     def list_open_transactions(self, transactional_id_prefix: str) -> list[OpenTransaction]:
         """Ongoing transactions whose id starts with the prefix.

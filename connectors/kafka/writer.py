@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from connectors.kafka.clients import KafkaClients, ProduceBatch, ProducerClient, ProducerIdentity, TopicPartition
-from connectors.kafka.committable import KafkaCommittable, transactional_id
+from connectors.kafka.committable import KafkaCommittable
 from connectors.kafka.config import DeliveryGuarantee, KafkaSinkConfig
 from connectors.kafka.errors import KafkaConnectorError
 
@@ -85,21 +85,21 @@ def coerce_record(record: ProducerRecord | Mapping[str, Any], default_topic: str
 class KafkaTransactionWriter:
     """Writes one checkpoint's records of one writer.
 
-    exactly_once: a fresh transactional producer named ``{prefix}-{writer}-{checkpoint}``;
-    ``init_transactions`` fences any zombie of the same writer and checkpoint and aborts its
-    transaction. at_least_once / none: a plain producer, reusable across checkpoints.
+    exactly_once: a transactional producer of ``transactional_id`` (the id pool's choice, see
+    ``transactional_ids.py``), initialised at the first record; ``init_transactions`` fences any
+    earlier producer of the id (a zombie attempt) and aborts its transaction.
+    at_least_once / none: a plain producer, reusable across checkpoints.
     """
 
     def __init__(
         self,
         clients: KafkaClients,
         config: KafkaSinkConfig,
-        writer: int,
+        transactional_id: str | None,
         checkpoint_id: int,
         producer: ProducerClient | None = None,
     ) -> None:
         self.config = config
-        self.writer = writer
         self.checkpoint_id = checkpoint_id
         self.record_count = 0
         self.partitions: set[TopicPartition] = set()
@@ -108,13 +108,9 @@ class KafkaTransactionWriter:
         self.identity: ProducerIdentity | None = None
         self._producer: ProducerClient | None = producer
         self._owns_producer = producer is None
-        if config.exactly_once:
-            if not config.transactional_id_prefix:
-                raise ValueError("exactly_once needs a transactional id prefix")
-            self.transactional_id: str | None = transactional_id(
-                config.transactional_id_prefix, writer, checkpoint_id)
-        else:
-            self.transactional_id = None
+        if config.exactly_once and not transactional_id:
+            raise ValueError("an exactly_once writer needs a transactional id")
+        self.transactional_id = transactional_id if config.exactly_once else None
 
     @property
     def producer(self) -> ProducerClient:
@@ -125,8 +121,8 @@ class KafkaTransactionWriter:
                 producer_config = dict(self.config.client_config)
                 producer_config["transaction.timeout.ms"] = str(self.config.transaction_timeout_ms)
                 self._producer = self._clients.producer(self.transactional_id, producer_config)
-                # Fences any zombie of this writer and checkpoint, and aborts its transaction. The
-                # identity is read at pre-commit, when it costs no wait.
+                # Fences any earlier producer of this id (a zombie attempt) and aborts its
+                # transaction. The identity is read at pre-commit, when it costs no wait.
                 self._producer.start_transaction(timeout_s=self.config.flush_timeout_s)
                 self.begin_timestamp_ms = int(time.time() * 1000)
                 log.debug("transaction %s begun for checkpoint %d", self.transactional_id, self.checkpoint_id)

@@ -18,8 +18,10 @@ from typing import Any, Sequence
 
 from connectors.kafka.clients import KafkaClients
 from connectors.kafka.client_factory import clients_for
+from connectors.kafka.abort_strategy import LingeringTransactionAborter
 from connectors.kafka.committable import KafkaCommittable
 from connectors.kafka.committer import KafkaTransactionCommitter
+from connectors.kafka.transactional_ids import TransactionalIdPool
 from connectors.spark.options import SinkOptions
 from twophase import failpoints
 from twophase.checkpoint_store import FileCheckpointStore
@@ -100,11 +102,24 @@ class SparkCommitProtocol:
         restored = coordinator.restore()
         return restored.checkpoint_id if restored else -1
 
-    def commit(self, messages: Sequence[Any], checkpoint_id: int) -> None:
+    def commit(self, messages: Sequence[Any], checkpoint_id: int, *, replayable: bool = True) -> None:
+        """Store and commit checkpoint ``checkpoint_id`` made of the tasks' ``messages``.
+
+        ``replayable``: the id is a batch id that Spark (or the foreachBatch helper) may run again
+        after a crash, so an id already stored is such a replay. A plain batch write is never
+        replayed: an id at or below the newest stored one means another writer of the same sink
+        committed meanwhile, which is refused rather than taken for a replay."""
         started = time.monotonic()
         committables = [KafkaCommittable.from_json(m.committable) for m in messages
                         if m is not None and m.committable is not None]
         latest = self.store.latest()
+        if latest is not None and checkpoint_id <= latest.checkpoint_id and not replayable:
+            self.committer.abort_all(committables, checkpoint_id)
+            raise RuntimeError(
+                f"kafka-eos: another write to this sink stored checkpoint {latest.checkpoint_id} while "
+                f"this batch write (checkpoint {checkpoint_id}) was running, in {self.options.state_dir}; "
+                "this write's transactions were aborted and nothing of it is visible. Concurrent writes "
+                "to one sink need their own eos.transactionalIdPrefix and eos.stateDir each.")
         if latest is not None and checkpoint_id <= latest.checkpoint_id:
             # Spark replays a batch whose commit-log entry it lost; its tasks wrote nothing.
             self.recover()
@@ -147,10 +162,12 @@ class SparkCommitProtocol:
         Between batches no transaction of this sink may be open, so everything found is left over
         (a task count that changed between the crashed run and its replay leaves ids no replayed
         task re-initialises)."""
-        prefix = self.options.config.transactional_id_prefix
-        if not self.options.config.exactly_once or prefix is None:
+        config = self.options.config
+        if not config.exactly_once or config.transactional_id_prefix is None:
             return []
-        return self.committer.abort_lingering(prefix, keep)
+        aborter = LingeringTransactionAborter(self.committer, TransactionalIdPool(config.transactional_id_prefix),
+                                              config.commit_retry_timeout_s)
+        return aborter.abort_lingering(keep)
 
     def close(self) -> None:
         self.committer.close()

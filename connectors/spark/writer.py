@@ -1,10 +1,10 @@
 """Kafka writers of the ``kafka-eos`` format (Arrow in): streaming and batch.
 
-On executors each task writes its rows in one Kafka transaction named
-``{prefix}-{partition id}-{checkpoint id}`` and pre-commits it (flush); the handle goes back to
-the driver as the task's commit message. A retried task re-initialises the same id, which fences
-its zombie and aborts the zombie's transaction. A task of a replayed batch that is already
-committed writes nothing.
+On executors each task writes its rows in one Kafka transaction, whose id comes from the sink's
+pool (``transactional_ids.py``: ``{prefix}-{partition id}-{batch id % 2}``), and pre-commits it
+(flush); the handle goes back to the driver as the task's commit message. A retried task
+re-initialises the same id, which fences its zombie and aborts the zombie's transaction. A task of
+a replayed batch that is already committed writes nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pyspark.sql.types import StructType
 from connectors.kafka.clients import KafkaClients, ProduceBatch
 from connectors.kafka.client_factory import clients_for
 from connectors.kafka.guardrails import check_transaction_timeout
+from connectors.kafka.transactional_ids import TransactionalIdPool
 from connectors.kafka.writer import KafkaTransactionWriter
 from connectors.spark.commit_protocol import SparkCommitProtocol
 from connectors.spark.gc_pause import gc_paused
@@ -120,6 +121,12 @@ class _KafkaWriting:
         config = self.options.config
         return clients_for(config.bootstrap_servers, config.client_config)
 
+    def _transactional_id(self, partition_id: int, checkpoint_id: int) -> str | None:
+        prefix = self.options.config.transactional_id_prefix
+        if not self.options.config.exactly_once or prefix is None:
+            return None
+        return TransactionalIdPool(prefix).transactional_id(partition_id, checkpoint_id)
+
     def _write_task(self, batches: Iterator[pa.RecordBatch], checkpoint_id: int) -> KafkaCommitMessage:
         context = TaskContext.get()
         partition_id = context.partitionId() if context else 0
@@ -137,7 +144,9 @@ class _KafkaWriting:
                         continue
                     records = produce_batch_of(batch, self.options.config.topic, self.options.include_headers)
                     if writer is None:
-                        writer = KafkaTransactionWriter(clients, self.options.config, partition_id, checkpoint_id)
+                        writer = KafkaTransactionWriter(clients, self.options.config,
+                                                        self._transactional_id(partition_id, checkpoint_id),
+                                                        checkpoint_id)
                     writer.write_batch(records)
             _maybe_fail_task(checkpoint_id, partition_id, attempt)
             if writer is None:
@@ -234,7 +243,8 @@ class KafkaEosBatchWriter(_KafkaWriting, DataSourceArrowWriter):
             return
         protocol = SparkCommitProtocol(self.options)
         try:
-            protocol.commit(messages, ids.pop())
+            # The foreachBatch helper's batch ids are replayed by Spark; a plain write's id never is.
+            protocol.commit(messages, ids.pop(), replayable=self.options.checkpoint_id is not None)
         finally:
             protocol.close()
 

@@ -1,4 +1,4 @@
-"""The ``kafka-eos`` console script: ``verify``, ``load``, ``replay`` and ``demo``.
+"""The ``kafka-eos`` console script: ``verify``, ``load``, ``replay``, ``demo`` and ``transactions``.
 
 Exit status: 0 when everything checked is exactly-once (or, for the transaction-timeout
 scenario, the loss was detected and reported); 1 when an anomaly or a failed scenario was found;
@@ -31,6 +31,7 @@ from connectors.tools.jobs import ENGINES, JobTemplate, JobTemplateError
 from connectors.tools.loader import load_input
 from connectors.tools.replay import DEMO_SCENARIOS, Replay, ReplayOptions, ReplayResult, parse_scenarios
 from connectors.tools.report import COLUMNS, table_rows, write_reports
+from connectors.tools.transactions import sink_footprint
 from connectors.tools.verify import (
     IdFieldError,
     IdSpec,
@@ -180,6 +181,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_id_options(r)
     _add_job_options(r)
 
+    t = commands.add_parser("transactions", help="list a sink's transactional ids and open transactions",
+                            description="What a sink costs the broker: its transactional ids in any state "
+                                        "(each kept until transactional.id.expiration.ms) and its open "
+                                        "transactions (each holding back read_committed consumers).")
+    t.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers (host:port[,host:port])")
+    t.add_argument("--prefix", required=True,
+                   help="transactional id prefix (eos.transactionalIdPrefix; a trailing '-' is added)")
+    t.add_argument("--json", action="store_true", help="print JSON instead of the summary")
+    t.add_argument("--client-config", type=_client_setting, action="append", default=[], metavar="KEY=VALUE",
+                   help="librdkafka client setting (security etc.); may repeat")
+
     d = commands.add_parser("demo", help="find or start a broker, load, replay a few faults, verify, report")
     d.add_argument("--bootstrap", default=None,
                    help="Kafka bootstrap servers; default: KAFKA_BOOTSTRAP_SERVERS, Docker, or KAFKA_HOME")
@@ -317,6 +329,18 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return EXIT_OK if result.passed else EXIT_ANOMALY
 
 
+def cmd_transactions(args: argparse.Namespace) -> int:
+    check_reachable(args.bootstrap)
+    prefix = args.prefix if args.prefix.endswith("-") else f"{args.prefix}-"
+    footprint = sink_footprint(clients_for(args.bootstrap, dict(args.client_config)), prefix)
+    if args.json:
+        out.print_json(json.dumps(footprint.to_json()))
+    else:
+        for line in footprint.summary_lines():
+            out.print(line, markup=False, highlight=False)
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     template = _template(args)
     options = DemoOptions(
@@ -333,7 +357,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK if result.passed else EXIT_ANOMALY
 
 
-COMMANDS = {"verify": cmd_verify, "load": cmd_load, "replay": cmd_replay, "demo": cmd_demo}
+COMMANDS = {"verify": cmd_verify, "load": cmd_load, "replay": cmd_replay, "demo": cmd_demo,
+            "transactions": cmd_transactions}
 
 
 def _kafka_message(exc: KafkaConnectorError) -> str:

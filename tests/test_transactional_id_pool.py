@@ -1,0 +1,207 @@
+"""The sink's transactional ids stay within a pool of two per write slot, for as long as a query
+runs: hundreds of batches with task retries, zombie attempts, driver crashes at every point of the
+commit, replays, and a task count that changes between runs. Output stays exactly-once."""
+
+import random
+from collections import Counter
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from connectors.kafka.errors import TransactionLostError  # noqa: E402
+from connectors.kafka.sink import KafkaSink  # noqa: E402
+from connectors.kafka.source import KafkaSource, KafkaSourceConfig  # noqa: E402
+from connectors.kafka.config import KafkaSinkConfig  # noqa: E402
+from connectors.kafka.transactional_ids import POOL_SIZE, TransactionalIdPool  # noqa: E402
+from connectors.kafka.writer import KafkaTransactionWriter, ProducerRecord  # noqa: E402
+from connectors.spark.commit_protocol import SparkCommitProtocol  # noqa: E402
+from connectors.spark.options import parse_sink_options  # noqa: E402
+from connectors.spark.writer import KafkaCommitMessage  # noqa: E402
+from kafka_fixtures import produce_committed, read_all  # noqa: E402
+from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
+from twophase import failpoints  # noqa: E402
+from twophase.checkpoint_store import FileCheckpointStore  # noqa: E402
+from twophase.coordinator import CheckpointConfig, CheckpointCoordinator  # noqa: E402
+from twophase.pipeline import LocalPipeline  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _clean_failpoints():
+    failpoints.disable()
+    yield
+    failpoints.disable()
+
+
+# -- naming -------------------------------------------------------------------------------------
+
+def test_consecutive_checkpoints_of_a_slot_alternate_between_two_ids():
+    pool = TransactionalIdPool("job")
+    assert [pool.transactional_id(3, n) for n in range(5)] == ["job-3-0", "job-3-1", "job-3-0", "job-3-1", "job-3-0"]
+    assert pool.pool_ids(2) == ["job-0-0", "job-0-1", "job-1-0", "job-1-1"]
+
+
+def test_an_id_still_awaiting_its_commit_is_never_handed_out_again():
+    pool = TransactionalIdPool("job")
+    assert pool.transactional_id(0, 2, in_use={"job-0-0"}) == "job-0-1"
+    assert pool.transactional_id(0, 2, in_use={"job-0-0", "job-0-1"}) == "job-0-2"
+
+
+def test_the_pattern_claims_only_this_sinks_ids():
+    pool = TransactionalIdPool("job-1")
+    assert pool.slot_of("job-1-4-1") == 4
+    assert pool.slot_of("job-1-4-1907") == 4  # named by checkpoint, as before the pool
+    assert pool.slot_of("job-10-4-1") is None and pool.slot_of("job-1-x-1") is None
+    with pytest.raises(ValueError, match="prefix"):
+        TransactionalIdPool("has space")
+
+
+# -- the Spark sink's driver protocol over hundreds of batches -----------------------------------
+
+class Query:
+    """A query's batches as Spark runs them, without Spark: tasks open their transactions with the
+    executor-side naming, the driver side is the real commit protocol. ``crash()`` stands for a
+    driver that died; the next ``restart()`` recovers as ``streamWriter()`` does."""
+
+    def __init__(self, fake, tmp_path):
+        self.fake = fake
+        self.options = parse_sink_options({"kafka.bootstrap.servers": fake.bootstrap_servers, "topic": "out",
+                                           "checkpointlocation": str(tmp_path / "chk")}, streaming=True)
+        self.pool = TransactionalIdPool(self.options.config.transactional_id_prefix)
+        self.committed_through = SparkCommitProtocol(self.options).recover()
+        self.expected: list[str] = []
+
+    def restart(self):
+        self.committed_through = SparkCommitProtocol(self.options).recover()
+
+    def task(self, slot, batch, rows):
+        writer = KafkaTransactionWriter(self.fake, self.options.config, self.pool.transactional_id(slot, batch), batch)
+        for value in rows:
+            writer.write({"value": value, "partition": slot % 3})
+        return writer
+
+    def run_batch(self, batch, tasks, rng, fail_rate=0.0, zombie=None):
+        messages = []
+        for slot in range(tasks):
+            # Slots 0 and 1 always write, so every batch has two transactions to commit (mid_commit).
+            rows = [f"b{batch}-t{slot}-{i}" for i in range(rng.randint(1 if slot < 2 else 0, 3))]
+            if batch <= self.committed_through:
+                messages.append(KafkaCommitMessage(batch, slot, 0, None, 0, skipped=True))
+                continue
+            if rows and rng.random() < fail_rate:
+                self.task(slot, batch, rows)  # attempt 0 dies after writing, leaving its transaction open
+            committable = self.task(slot, batch, rows).pre_commit() if rows else None
+            messages.append(KafkaCommitMessage(batch, slot, 1, committable.to_json() if committable else None,
+                                               len(rows)))
+            if batch > self.committed_through:
+                self.expected.extend(rows)
+        SparkCommitProtocol(self.options).commit(messages, batch)
+        self.committed_through = max(self.committed_through, batch)
+        if zombie is not None:
+            # An attempt of this batch that Spark gave up on starts writing after the commit.
+            self.task(zombie, batch, [f"zombie-{batch}"])
+
+
+def test_ids_stay_within_the_pool_over_hundreds_of_batches(tmp_path):
+    fake = FakeKafkaClients(tmp_path / "kafka.db")
+    fake.admin().create_topic("out", 3)
+    query = Query(fake, tmp_path)
+    rng = random.Random(11)
+    task_counts = [3] * 100 + [5] * 100 + [2] * 100  # the task count changes between runs
+    crash_points = ["after_checkpoint_stored", "before_commit", "mid_commit", "after_commit"]
+    batch = 0
+    crashes = 0
+    crashed: set[int] = set()
+    while batch < len(task_counts):
+        tasks = task_counts[batch]
+        zombie = rng.randrange(tasks) if rng.random() < 0.1 else None
+        crash = crash_points[crashes % len(crash_points)] if batch % 25 == 7 and batch not in crashed else None
+        if crash is not None:
+            crashed.add(batch)
+            failpoints.enable(crash, "raise")
+            with pytest.raises(failpoints.FailpointCrash):
+                query.run_batch(batch, tasks, rng, fail_rate=0.2)
+            failpoints.disable()
+            crashes += 1
+            query.restart()  # a new driver: recovery commits a stored batch before any task runs
+            if query.committed_through < batch:
+                query.expected = [v for v in query.expected if not v.startswith(f"b{batch}-")]
+            continue  # Spark replays the batch: written again if it was not stored, else skipped
+        query.run_batch(batch, tasks, rng, fail_rate=0.2, zombie=zombie)
+        batch += 1
+    SparkCommitProtocol(query.options).abort_lingering()  # the sweep of the next batch's commit
+
+    listed = {t.transactional_id for t in fake.txn_control().list_transactions(f"{query.pool.prefix}-")}
+    assert listed <= set(query.pool.pool_ids(5)), sorted(listed - set(query.pool.pool_ids(5)))
+    assert len(listed) == POOL_SIZE * 5
+    assert crashes == 12
+    output = Counter(r.value.decode() for r in read_all(fake, "out"))
+    assert {v: n for v, n in output.items() if n > 1} == {}, "duplicates"
+    assert sorted(output) == sorted(query.expected), "lost or unexpected records (a zombie's leaked?)"
+    assert fake.txn_control().list_open_transactions("") == []
+
+
+def test_a_stale_handle_of_a_reused_id_is_lost_never_committed_in_place_of_the_new_one(tmp_path):
+    fake = FakeKafkaClients(tmp_path / "kafka.db")
+    fake.admin().create_topic("out", 3)
+    query = Query(fake, tmp_path)
+    old = query.task(0, 2, ["old"]).pre_commit()
+    new = query.task(0, 4, ["new"]).pre_commit()  # same id, batch 4: the init aborted "old"
+    assert old.transactional_id == new.transactional_id and old.identity != new.identity
+    protocol = SparkCommitProtocol(query.options)
+    with pytest.raises(TransactionLostError) as lost:
+        protocol.committer.commit(old, 2)
+    assert lost.value.transactional_id == old.transactional_id
+    assert read_all(fake, "out") == []  # "new" was not committed by the stale handle
+    protocol.committer.commit(new, 4)
+    assert [r.value for r in read_all(fake, "out")] == [b"new"]
+
+
+def test_a_zombie_of_the_previous_batch_cannot_fence_the_batch_being_committed(tmp_path):
+    """Why two ids per slot: a zombie attempt of batch N that only starts writing while batch N+1
+    waits for its commit re-initialises N's id, not N+1's."""
+    fake = FakeKafkaClients(tmp_path / "kafka.db")
+    fake.admin().create_topic("out", 3)
+    query = Query(fake, tmp_path)
+    query.run_batch(0, 2, random.Random(1))
+    pre_committed = [query.task(slot, 1, [f"b1-{slot}"]).pre_commit() for slot in range(2)]
+    zombie = query.task(0, 0, ["zombie of batch 0"])  # Spark gave up on it, but it runs on
+    SparkCommitProtocol(query.options).commit(
+        [KafkaCommitMessage(1, slot, 0, c.to_json(), 1) for slot, c in enumerate(pre_committed)], 1)
+    assert sorted(r.value for r in read_all(fake, "out"))[-2:] == [b"b1-0", b"b1-1"]
+    assert zombie.transactional_id not in {c.transactional_id for c in pre_committed}
+    assert fake.txn_control().list_open_transactions("") == []  # the commit's sweep ended the zombie's
+
+
+# -- the in-process sink -------------------------------------------------------------------------
+
+def test_in_process_sinks_reuse_their_pool_across_checkpoints_and_failovers(tmp_path):
+    fake = FakeKafkaClients(tmp_path / "kafka.db")
+    fake.admin().create_topic("in", 2)
+    fake.admin().create_topic("out", 2)
+    values = [f"v{i}".encode() for i in range(600)]
+    produce_committed(fake, "in", values, txn_id="loader")
+    prefix = "copy-job"
+    for life, crash in enumerate(["after_pre_commit:raise@13", "mid_commit:raise@20", None]):
+        if crash:
+            name, action = crash.split(":")
+            failpoints.enable(name, action)
+        coordinator = CheckpointCoordinator(FileCheckpointStore(tmp_path / "chk"),
+                                            CheckpointConfig(checkpoint_interval=None, tolerable_failed_checkpoints=5))
+        source = KafkaSource(KafkaSourceConfig(bootstrap_servers=fake.bootstrap_servers, subscribe=["in"],
+                                               starting_offsets="earliest", ending_offsets="latest"), clients=fake)
+        config = KafkaSinkConfig(bootstrap_servers=fake.bootstrap_servers, topic="out", transactional_id_prefix=prefix)
+        sinks = [KafkaSink(config, name=f"sink-{w}", writer=w, clients=fake) for w in range(2)]
+        pipeline = LocalPipeline(coordinator, source, lambda r: [ProducerRecord(value=r.value, key=r.key)], sinks,
+                                 route=lambda v: int(v.value[1:]) % 2, max_poll_records=10,
+                                 checkpoint_every_records=10)
+        try:
+            pipeline.run()
+        except failpoints.FailpointCrash:
+            assert crash is not None, f"life {life} crashed without a failpoint"
+        finally:
+            failpoints.disable()
+    listed = {t.transactional_id for t in fake.txn_control().list_transactions(f"{prefix}-")}
+    assert listed == set(TransactionalIdPool(prefix).pool_ids(2))
+    output = Counter(r.value for r in read_all(fake, "out"))
+    assert sorted(output) == sorted(values) and max(output.values()) == 1
