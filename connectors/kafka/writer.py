@@ -12,6 +12,7 @@ from connectors.kafka.clients import KafkaClients, ProduceBatch, ProducerClient,
 from connectors.kafka.committable import KafkaCommittable
 from connectors.kafka.config import DeliveryGuarantee, KafkaSinkConfig
 from connectors.kafka.errors import KafkaConnectorError
+from connectors.kafka.producer_pool import PRODUCERS, PreparedProducer
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +87,9 @@ class KafkaTransactionWriter:
     """Writes one checkpoint's records of one writer.
 
     exactly_once: a transactional producer of ``transactional_id`` (the id pool's choice, see
-    ``transactional_ids.py``), initialised at the first record; ``init_transactions`` fences any
-    earlier producer of the id (a zombie attempt) and aborts its transaction.
+    ``transactional_ids.py``), taken at the first record from ``prepared`` (made ready by the
+    producer pool while the caller computed its rows) or else created then; its initialisation
+    fences any earlier producer of the id (a zombie attempt) and aborts its transaction.
     at_least_once / none: a plain producer, reusable across checkpoints.
     """
 
@@ -98,6 +100,7 @@ class KafkaTransactionWriter:
         transactional_id: str | None,
         checkpoint_id: int,
         producer: ProducerClient | None = None,
+        prepared: PreparedProducer | None = None,
     ) -> None:
         self.config = config
         self.checkpoint_id = checkpoint_id
@@ -108,6 +111,7 @@ class KafkaTransactionWriter:
         self.identity: ProducerIdentity | None = None
         self._producer: ProducerClient | None = producer
         self._owns_producer = producer is None
+        self._prepared = prepared
         if config.exactly_once and not transactional_id:
             raise ValueError("an exactly_once writer needs a transactional id")
         self.transactional_id = transactional_id if config.exactly_once else None
@@ -118,17 +122,31 @@ class KafkaTransactionWriter:
         Kafka refuses to end one the broker never saw begin (INVALID_TXN_STATE)."""
         if self._producer is None:
             if self.transactional_id is not None:
-                producer_config = dict(self.config.client_config)
-                producer_config["transaction.timeout.ms"] = str(self.config.transaction_timeout_ms)
-                self._producer = self._clients.producer(self.transactional_id, producer_config)
-                # Fences any earlier producer of this id (a zombie attempt) and aborts its
-                # transaction. The identity is read at pre-commit, when it costs no wait.
-                self._producer.start_transaction(timeout_s=self.config.flush_timeout_s)
+                prepared, self._prepared = self._prepared, None
+                if prepared is None:
+                    prepared = PRODUCERS.prepare(self._clients, self.transactional_id,
+                                                 self.producer_config(self.config), self.config.flush_timeout_s)
+                # Initialising fenced any earlier producer of this id (a zombie attempt) and
+                # aborted its transaction. The identity is read at pre-commit, when it costs no wait.
+                self._producer = prepared.take(self.config.flush_timeout_s)
                 self.begin_timestamp_ms = int(time.time() * 1000)
                 log.debug("transaction %s begun for checkpoint %d", self.transactional_id, self.checkpoint_id)
             else:
                 self._producer = self._clients.producer(None, dict(self.config.client_config))
         return self._producer
+
+    @staticmethod
+    def producer_config(config: KafkaSinkConfig) -> dict[str, str]:
+        """The client configuration of the sink's transactional producers."""
+        producer_config = dict(config.client_config)
+        producer_config["transaction.timeout.ms"] = str(config.transaction_timeout_ms)
+        return producer_config
+
+    def discard(self) -> None:
+        """Release what the writer holds without writing: a prepared producer no record needed."""
+        if self._prepared is not None:
+            self._prepared.discard()
+            self._prepared = None
 
     def write(self, record: ProducerRecord | Mapping[str, Any]) -> None:
         args = coerce_record(record, self.config.topic)
@@ -174,6 +192,7 @@ class KafkaTransactionWriter:
 
     def abort(self) -> None:
         """Abort a transaction that was not pre-committed (a failed write)."""
+        self.discard()
         if self.transactional_id is None or self._producer is None:
             return
         try:

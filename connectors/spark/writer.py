@@ -30,6 +30,7 @@ from pyspark.sql.types import StructType
 from connectors.kafka.clients import KafkaClients, ProduceBatch
 from connectors.kafka.client_factory import clients_for
 from connectors.kafka.guardrails import check_transaction_timeout
+from connectors.kafka.producer_pool import PRODUCERS
 from connectors.kafka.transactional_ids import TransactionalIdPool
 from connectors.kafka.writer import KafkaTransactionWriter
 from connectors.spark.commit_protocol import SparkCommitProtocol
@@ -136,27 +137,27 @@ class _KafkaWriting:
                 pass
             return KafkaCommitMessage(checkpoint_id, partition_id, attempt, None, 0, skipped=True)
         clients = self._clients()
-        writer: KafkaTransactionWriter | None = None
+        config = self.options.config
+        transactional_id = self._transactional_id(partition_id, checkpoint_id)
+        # The producer is made ready (InitProducerId) while Spark computes the task's first rows.
+        prepared = None if transactional_id is None else PRODUCERS.prepare(
+            clients, transactional_id, KafkaTransactionWriter.producer_config(config), config.flush_timeout_s)
+        writer = KafkaTransactionWriter(clients, config, transactional_id, checkpoint_id, prepared=prepared)
         try:
             with gc_paused():
                 for batch in batches:
                     if batch.num_rows == 0:
                         continue
-                    records = produce_batch_of(batch, self.options.config.topic, self.options.include_headers)
-                    if writer is None:
-                        writer = KafkaTransactionWriter(clients, self.options.config,
-                                                        self._transactional_id(partition_id, checkpoint_id),
-                                                        checkpoint_id)
-                    writer.write_batch(records)
+                    writer.write_batch(produce_batch_of(batch, config.topic, self.options.include_headers))
             _maybe_fail_task(checkpoint_id, partition_id, attempt)
-            if writer is None:
+            if writer.record_count == 0:
+                writer.discard()
                 return KafkaCommitMessage(checkpoint_id, partition_id, attempt, None, 0)
             failpoints.hit(failpoints.BEFORE_PRE_COMMIT, checkpoint_id=checkpoint_id, task=partition_id)
             committable = writer.pre_commit()
             failpoints.hit(failpoints.AFTER_PRE_COMMIT, checkpoint_id=checkpoint_id, task=partition_id)
         except BaseException:
-            if writer is not None:
-                writer.abort()
+            writer.abort()
             raise
         return KafkaCommitMessage(checkpoint_id, partition_id, attempt, committable.to_json(),
                                   committable.record_count)
