@@ -46,8 +46,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--commit-offsets-to-group", default=None,
                         help="eos.commitOffsetsToGroup of the source (lag monitoring)")
     parser.add_argument("--py-files", default=None,
-                        help="spark.submit.pyFiles: the kit as a zip, for executors whose Python has its "
-                             "dependencies but not the kit")
+                        help="the kit as a zip, shipped to executors whose Python has its dependencies but not "
+                             "the kit (as spark-submit --py-files)")
     parser.add_argument("--delivery-guarantee", default="exactly_once",
                         choices=["exactly_once", "at_least_once", "none"])
     parser.add_argument("--transaction-timeout-ms", type=int, default=15 * 60 * 1000)
@@ -189,9 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in (failpoints.ENV_VAR, failpoints.KILL_GROUP_ENV, TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV):
         if os.environ.get(name):
             builder = builder.config(f"spark.executorEnv.{name}", os.environ[name])
-    if args.py_files:
-        builder = builder.config("spark.submit.pyFiles", args.py_files)
     spark = builder.getOrCreate()
+    if args.py_files:
+        spark.sparkContext.addPyFile(args.py_files)  # what spark-submit --py-files does
     spark.sparkContext.setLogLevel(args.log_level)
     register(spark)
     try:
