@@ -40,7 +40,7 @@ class LocalBrokerError(RuntimeError):
     """The local broker could not be started (the message carries the tail of its log)."""
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((_HOST, 0))
         return int(sock.getsockname()[1])
@@ -168,9 +168,9 @@ class LocalKafkaBroker:
 
     def _launch(self) -> str:
         work_dir = self._prepare_work_dir()
-        broker_port, controller_port = _free_port(), _free_port()
+        broker_port, controller_port = free_port(), free_port()
         while controller_port == broker_port:
-            controller_port = _free_port()
+            controller_port = free_port()
         self._log_file = work_dir / "broker.log"
         self._prepare_security(work_dir)
         props = self._write_properties(work_dir, broker_port, controller_port)

@@ -12,7 +12,10 @@ What a production cluster of least-privilege applications looks like, on loopbac
   (``kafka-storage.sh format --add-scram``, KRaft's way to bootstrap SCRAM credentials);
 - the controller listener uses SASL_PLAINTEXT with PLAIN and a ``controller`` user of its own
   (KRaft controllers cannot authenticate with SCRAM, whose credentials live in the metadata log
-  they serve). No principal is anonymous.
+  they serve). No principal is anonymous;
+- with ``oauth_listener=True``, a second SASL_SSL listener for OAUTHBEARER
+  (``oauth_bootstrap_servers``) with Kafka's unsecured JWT validator: a token's ``sub`` claim is its
+  principal, its signature is not checked. For testing OAuth clients only.
 
 Passwords are random per broker. ``admin_config`` and ``app_config`` are librdkafka client
 settings; ``kafka_testkit.acl_admin`` manages users and ACLs with the former.
@@ -28,7 +31,7 @@ import subprocess
 from pathlib import Path
 from typing import Mapping
 
-from kafka_testkit.local_broker import LocalBrokerError, LocalKafkaBroker
+from kafka_testkit.local_broker import LocalBrokerError, LocalKafkaBroker, free_port
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +54,12 @@ class SecuredKafkaBroker(LocalKafkaBroker):
     ``app_config``."""
 
     def __init__(self, kafka_home: str | os.PathLike[str], work_dir: str | os.PathLike[str] | None = None,
-                 *, extra_config: Mapping[str, str] | None = None, **kwargs: object) -> None:
+                 *, extra_config: Mapping[str, str] | None = None, oauth_listener: bool = False,
+                 **kwargs: object) -> None:
         super().__init__(kafka_home, work_dir, extra_config=extra_config, **kwargs)  # type: ignore[arg-type]
+        self.oauth_listener = oauth_listener
+        #: The OAUTHBEARER listener's address, with ``oauth_listener=True``.
+        self.oauth_bootstrap_servers: str | None = None
         self.admin_password = secrets.token_urlsafe(16)
         self.app_password = secrets.token_urlsafe(16)
         self._controller_password = secrets.token_urlsafe(16)
@@ -103,10 +110,26 @@ class SecuredKafkaBroker(LocalKafkaBroker):
         assert self._keystore is not None and self.ca_file is not None
         scram_login = "org.apache.kafka.common.security.scram.ScramLoginModule"
         plain_login = "org.apache.kafka.common.security.plain.PlainLoginModule"
+        listeners = f"SASL_SSL://{_HOST}:{broker_port},CONTROLLER://{_HOST}:{controller_port}"
+        protocols = "CONTROLLER:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+        oauth: dict[str, str] = {}
+        if self.oauth_listener:
+            oauth_port = free_port()
+            self.oauth_bootstrap_servers = f"{_HOST}:{oauth_port}"
+            listeners += f",OAUTH://{_HOST}:{oauth_port}"
+            protocols += ",OAUTH:SASL_SSL"
+            oauth = {
+                "listener.name.oauth.sasl.enabled.mechanisms": "OAUTHBEARER",
+                # The broker's side of the login module; with no validator callback configured,
+                # Kafka validates tokens with its unsecured validator.
+                "listener.name.oauth.oauthbearer.sasl.jaas.config":
+                    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                    f'unsecuredLoginStringClaim_sub="{ADMIN_USER}";',
+            }
         return {
-            "listeners": f"SASL_SSL://{_HOST}:{broker_port},CONTROLLER://{_HOST}:{controller_port}",
-            "advertised.listeners": f"SASL_SSL://{_HOST}:{broker_port},CONTROLLER://{_HOST}:{controller_port}",
-            "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+            "listeners": listeners,
+            "advertised.listeners": listeners,
+            "listener.security.protocol.map": protocols,
             "inter.broker.listener.name": "SASL_SSL",
             "controller.listener.names": "CONTROLLER",
             "sasl.enabled.mechanisms": MECHANISM,
@@ -127,6 +150,7 @@ class SecuredKafkaBroker(LocalKafkaBroker):
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "allow.everyone.if.no.acl.found": "false",
             "super.users": f"User:{ADMIN_USER};User:{_CONTROLLER_USER}",
+            **oauth,
         }
 
     def _format_arguments(self) -> list[str]:

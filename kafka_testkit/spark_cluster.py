@@ -25,7 +25,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -35,6 +34,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Mapping
 
+from kafka_testkit.local_broker import free_port
+
 log = logging.getLogger(__name__)
 
 _HOST = "127.0.0.1"
@@ -43,12 +44,6 @@ EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
 class SparkClusterError(RuntimeError):
     """The cluster could not be started (the message carries the tail of its logs)."""
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((_HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 def pyspark_home() -> Path:
@@ -144,7 +139,7 @@ class SparkStandaloneCluster:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         atexit.register(self.stop)
         try:
-            port, self._web_port = _free_port(), _free_port()
+            port, self._web_port = free_port(), free_port()
             self.master_url = f"spark://{_HOST}:{port}"
             self._master = self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", _HOST,
                                        "--port", str(port), "--webui-port", str(self._web_port))
@@ -154,7 +149,7 @@ class SparkStandaloneCluster:
                 work.mkdir(exist_ok=True)
                 self._workers.append(self._spawn(
                     f"worker-{number}", "org.apache.spark.deploy.worker.Worker", "--host", _HOST,
-                    "--webui-port", str(_free_port()), "--cores", str(self.cores_per_worker),
+                    "--webui-port", str(free_port()), "--cores", str(self.cores_per_worker),
                     "--memory", self.memory_per_worker, "--work-dir", str(work), self.master_url))
             self._wait_for_workers(self.workers)
         except BaseException:

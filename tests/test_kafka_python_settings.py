@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
@@ -17,6 +15,7 @@ from connectors.kafka.kafka_python_settings import (
     kafka_python_config,
 )
 from connectors.kafka.txn_control import KafkaPythonTransactionControl
+from kafka_testkit.token_endpoint import TokenEndpoint
 
 
 def test_sasl_and_tls_settings_are_translated():
@@ -73,33 +72,14 @@ def test_unsecured_jwts_like_librdkafkas():
 
 
 def test_oidc_client_credentials_from_the_token_endpoint():
-    requests: list[tuple[str, str]] = []
-
-    class TokenEndpoint(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"])).decode()
-            requests.append((self.headers["Authorization"], body))
-            answer = json.dumps({"access_token": f"token-{len(requests)}", "expires_in": 3600}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(answer)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), TokenEndpoint)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with TokenEndpoint() as endpoint:
         provider = kafka_python_config({
             "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.client.id": "c",
             "sasl.oauthbearer.client.secret": "s", "sasl.oauthbearer.scope": "kafka",
-            "sasl.oauthbearer.token.endpoint.url": f"http://127.0.0.1:{server.server_port}/token",
+            "sasl.oauthbearer.token.endpoint.url": endpoint.url,
         })["sasl_oauth_token_provider"]
         assert isinstance(provider, OidcClientCredentialsTokenProvider)
-        assert provider.token() == "token-1" and provider.token() == "token-1"  # reused until near expiry
-    finally:
-        server.shutdown()
-    authorization, body = requests[0]
-    assert authorization == "Basic " + base64.b64encode(b"c:s").decode()
-    assert body == "grant_type=client_credentials&scope=kafka"
+        token = provider.token()
+        assert provider.token() == token  # reused until near expiry
+    assert _claims(token)["sub"] == "c"
+    assert endpoint.requests == [("c", {"grant_type": "client_credentials", "scope": "kafka"})]

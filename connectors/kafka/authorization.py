@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from connectors.kafka.errors import KafkaAuthorizationError
 
@@ -37,12 +37,14 @@ TOPIC_AUTHORIZATION_FAILED = 29
 GROUP_AUTHORIZATION_FAILED = 30
 CLUSTER_AUTHORIZATION_FAILED = 31
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
-AUTHORIZATION_ERROR_CODES = frozenset({TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED,
-                                       CLUSTER_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
 AUTHORIZATION_ERROR_NAMES = {TOPIC_AUTHORIZATION_FAILED: "TOPIC_AUTHORIZATION_FAILED",
                              GROUP_AUTHORIZATION_FAILED: "GROUP_AUTHORIZATION_FAILED",
                              CLUSTER_AUTHORIZATION_FAILED: "CLUSTER_AUTHORIZATION_FAILED",
                              TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"}
+
+#: What a client passes to its error mapping where it knows what a refused request needed: builds
+#: the error from Kafka's error name.
+Denied = Callable[[str], KafkaAuthorizationError]
 
 # The sink's transactional ids are {prefix}-{slot}-{index} (transactional_ids.py); an ACL is
 # granted on the prefix, so a refusal names the prefix rather than one id of it.

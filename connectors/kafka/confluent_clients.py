@@ -35,11 +35,12 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetS
 from confluent_kafka.admin import ResourceType
 
 from connectors.kafka.authorization import (
-    AUTHORIZATION_ERROR_CODES,
+    AUTHORIZATION_ERROR_NAMES,
     CLUSTER,
     CLUSTER_NAME,
     GROUP,
     TOPIC,
+    Denied,
     authorization_error,
     transactional_id_error,
 )
@@ -129,10 +130,6 @@ _QUEUE_FULL_WAIT_S = 60.0
 _ADMIN_TIMEOUT_S = 30.0
 
 
-#: Builds the error for a refused request from Kafka's error name (see ``authorization.py``).
-Denied = Callable[[str], KafkaAuthorizationError]
-
-
 def map_kafka_error(err: KafkaError | None, context: str, denied: Denied | None = None) -> KafkaConnectorError:
     """Translate a librdkafka error into the connector's error types. ``context`` says what was
     being done (and for whom), so the message stands on its own in a log; ``denied`` says what a
@@ -141,7 +138,7 @@ def map_kafka_error(err: KafkaError | None, context: str, denied: Denied | None 
         return KafkaConnectorError(f"{context}: unknown Kafka error")
     code = err.code()
     message = f"{context}: {err.name()}: {err.str()}"
-    if code in AUTHORIZATION_ERROR_CODES and denied is not None:
+    if code in AUTHORIZATION_ERROR_NAMES and denied is not None:
         return denied(err.name())
     if code == KafkaError.INVALID_TRANSACTION_TIMEOUT:
         return TransactionTimeoutRefusedError.exceeding(
@@ -342,7 +339,7 @@ class ConfluentProducer:
                         f"({err.name()}: {err.str()})")
         return None
 
-    def _mapped(self, exc: KafkaException, context: str) -> KafkaConnectorError:
+    def _mapped(self, exc: KafkaException, context: str, topic: str | None = None) -> KafkaConnectorError:
         err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
         self._remember_fatal(exc)
         # librdkafka reports a fatal state as a bare _FATAL; the cause (e.g. _FENCED) is the
@@ -357,7 +354,7 @@ class ConfluentProducer:
                 if fenced is not None:
                     fenced.__cause__ = exc
                     return fenced
-        mapped = self._map(err, context)
+        mapped = self._map(err, context, topic)
         mapped.__cause__ = exc
         return mapped
 
@@ -369,9 +366,6 @@ class ConfluentProducer:
                 self._config.get("transaction.timeout.ms"),
                 how=f"the brokers refused it at InitProducerId of transactional id {self.transactional_id!r} "
                     "with INVALID_TRANSACTION_TIMEOUT")
-        if topic is None and context.startswith("produce to "):
-            topic = context[len("produce to "):]
-        denied_topic = topic
         transactional_id = self.transactional_id
 
         def denied(error_name: str) -> KafkaAuthorizationError:
@@ -385,9 +379,8 @@ class ConfluentProducer:
                                            error_name=error_name, doing=f"{self._who} {context}")
             # Producing needs the topic's metadata (DESCRIBE) and WRITE; the broker does not say
             # which of the two is missing, and WRITE implies DESCRIBE.
-            return authorization_error(self._config, ("WRITE", "DESCRIBE"), TOPIC,
-                                       denied_topic or "(the topic written to)", error_name=error_name,
-                                       doing=f"{self._who} produced to {denied_topic or 'it'}")
+            return authorization_error(self._config, ("WRITE", "DESCRIBE"), TOPIC, topic or "(the topic written to)",
+                                       error_name=error_name, doing=f"{self._who} produced to {topic or 'it'}")
 
         return map_kafka_error(err, f"{self._who}: {context}", denied)
 
@@ -462,7 +455,7 @@ class ConfluentProducer:
         except BufferError:
             self._produce_when_room(producer, topic, kwargs)
         except KafkaException as exc:
-            raise self._mapped(exc, f"produce to {topic}") from exc
+            raise self._mapped(exc, f"produce to {topic}", topic) from exc
         self._produced_since_poll += 1
         if self._produced_since_poll >= _POLL_EVERY:
             self._produced_since_poll = 0
@@ -485,7 +478,7 @@ class ConfluentProducer:
                         code="_QUEUE_FULL",
                     ) from None
             except KafkaException as exc:
-                raise self._mapped(exc, f"produce to {topic}") from exc
+                raise self._mapped(exc, f"produce to {topic}", topic) from exc
 
     def produce_batch(self, batch: ProduceBatch) -> None:
         producer = self._client()
@@ -518,7 +511,7 @@ class ConfluentProducer:
                 except BufferError:
                     self._produce_when_room(producer, topic, {"value": value, "key": key})
                 except KafkaException as exc:
-                    raise self._mapped(exc, f"produce to {topic}") from exc
+                    raise self._mapped(exc, f"produce to {topic}", topic) from exc
             self._call(f"produce to {topic}", producer.poll, 0)
 
     def flush(self, timeout_s: float) -> None:

@@ -46,8 +46,10 @@ def check_sink(config: KafkaSinkConfig, clients: KafkaClients) -> None:
     """Every check of this module; run once per sink on the driver, before any task writes."""
     if not config.exactly_once:
         return
-    check_transaction_timeout(config, clients)
+    # DESCRIBE first: the timeout probe's FindCoordinator needs it too, and would report a missing
+    # DESCRIBE as WRITE and DESCRIBE.
     check_transactions_visible(config, clients)
+    check_transaction_timeout(config, clients)
 
 
 def check_transaction_timeout(config: KafkaSinkConfig, clients: KafkaClients) -> None:

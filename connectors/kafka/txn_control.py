@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import kafka.errors as kafka_errors
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.metadata import CoordinatorType
 from kafka.protocol.producer.transaction import EndTxnRequest
 
-from connectors.kafka.authorization import AUTHORIZATION_ERROR_NAMES, transactional_id_error
+from connectors.kafka.authorization import AUTHORIZATION_ERROR_NAMES, Denied, transactional_id_error
 from connectors.kafka.clients import OpenTransaction, ProducerIdentity, TopicPartition, TransactionListing
 from connectors.kafka.errors import (
     BrokerUnavailableError,
@@ -87,9 +87,6 @@ _OPEN_STATES = ("Ongoing",)
 def _error_name(code: int) -> str:
     error_type = kafka_errors.for_code(code)
     return getattr(error_type, "message", None) or f"ERROR_{code}"
-
-
-Denied = Callable[[str], KafkaAuthorizationError]
 
 
 def _map_error_code(code: int, context: str, denied: Denied | None = None) -> KafkaConnectorError:
