@@ -105,6 +105,8 @@ class SecuredCluster:
     admin_config: dict[str, str]
     acl: AclAdmin
     origin: str
+    #: A listener taking OAUTHBEARER with unsecured JWTs (only on a broker the tests started).
+    oauth_bootstrap_servers: str | None = None
 
     @property
     def admin_clients(self) -> KafkaClients:
@@ -156,7 +158,7 @@ def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredC
     from kafka_testkit.secured_broker import SecuredKafkaBroker
     from connectors.tools.broker import OWN_BROKER_TXN_CLEANUP_MS, TXN_CLEANUP_INTERVAL_KEY
 
-    broker = SecuredKafkaBroker(kafka_home, tmp_path_factory.mktemp("secured-broker"),
+    broker = SecuredKafkaBroker(kafka_home, tmp_path_factory.mktemp("secured-broker"), oauth_listener=True,
                                 extra_config={TXN_CLEANUP_INTERVAL_KEY: str(OWN_BROKER_TXN_CLEANUP_MS)})
     try:
         bootstrap = broker.start()
@@ -164,7 +166,8 @@ def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredC
         pytest.skip(f"the secured broker of KAFKA_HOME={kafka_home} did not start: {str(exc).splitlines()[0]}")
     try:
         yield SecuredCluster(bootstrap, broker.admin_config, AclAdmin(bootstrap, broker.admin_config),
-                             f"SecuredKafkaBroker of KAFKA_HOME={kafka_home} (pid {broker.pid})")
+                             f"SecuredKafkaBroker of KAFKA_HOME={kafka_home} (pid {broker.pid})",
+                             broker.oauth_bootstrap_servers)
     finally:
         broker.stop()
 

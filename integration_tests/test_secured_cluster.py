@@ -5,7 +5,9 @@ application user holding exactly the ACLs the README's table lists, no more:
   librdkafka and kafka-python both authenticating from the same ``kafka.*`` options, and the sink
   starts without DescribeConfigs, with its one-line warning;
 - each ACL of the table, missing, gives its one-line message, printed last by the example; a
-  transaction timeout over the brokers' limit is refused at the start, naming the option.
+  transaction timeout over the brokers' limit is refused at the start, naming the option;
+- SASL/OAUTHBEARER, with tokens of an OIDC endpoint or unsecured JWTs, works for both client
+  libraries from the same options.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pytest
 from connectors.kafka.authorization import DESCRIBE_CONFIGS_ACL, PREFIXED, AclRequirement, sink_acls, source_acls
 from connectors.kafka.guardrails import probe_transactional_id
 from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
+from kafka_testkit.token_endpoint import TokenEndpoint
 from spark_job import KILLED, kit_lines, run_spark_job
 from test_exactly_once_spark import RECORDS, SCENARIOS
 
@@ -133,3 +136,30 @@ def test_a_transaction_timeout_over_the_brokers_limit_is_refused_before_any_task
     # Refused on the driver at the start: no task initialised any id of the pool.
     listed = {t.transactional_id for t in clients.txn_control().list_transactions(prefix)}
     assert listed <= {probe_transactional_id(prefix)}, listed
+
+
+@pytest.mark.parametrize("tokens", ["oidc", "unsecured_jwt"])
+def test_oauthbearer_from_the_same_options_for_both_client_libraries(secured_kafka, unique_name, tmp_path, tokens):
+    """librdkafka (source, tasks) and kafka-python (the driver's EndTxn, ListTransactions,
+    DescribeTransactions) authenticate with OAuth tokens configured by kafka.* options only."""
+    if secured_kafka.oauth_bootstrap_servers is None:
+        pytest.skip("OAUTHBEARER needs the broker the tests start (KAFKA_HOME), with its unsecured-JWT listener")
+    clients = secured_kafka.admin_clients
+    source, sink, ids = topics_with_orders(clients, unique_name, 1000)
+    name, prefix = unique_name("oauth"), unique_name("txn")
+    secured_kafka.acl.grant(f"User:{name}", source_acls([source]) + sink_acls(sink, prefix))
+    tls = {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+           "ssl.ca.location": secured_kafka.admin_config["ssl.ca.location"]}
+    with TokenEndpoint() as endpoint:
+        config = {**tls, "sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.client.id": name,
+                  "sasl.oauthbearer.client.secret": "secret", "sasl.oauthbearer.token.endpoint.url": endpoint.url} \
+            if tokens == "oidc" else {**tls, "enable.sasl.oauthbearer.unsecure.jwt": "true",
+                                      "sasl.oauthbearer.config": f"principal={name}"}
+        finished = run_spark_job(secured_kafka.oauth_bootstrap_servers, source, sink, tmp_path / "chk",
+                                 kafka_config=config, extra=("--transactional-id-prefix", prefix))
+    assert finished.returncode == 0, finished.stderr[-4000:]
+    if tokens == "oidc":
+        assert endpoint.requests and {client for client, _ in endpoint.requests} == {name}
+    wait_until_stable(clients, sink)
+    assert_exactly_once(read_committed_values(clients, sink), ids, copied_id)
+    assert clients.txn_control().list_open_transactions(prefix) == []
