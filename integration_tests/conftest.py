@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +108,9 @@ class SecuredCluster:
     origin: str
     #: A listener taking OAUTHBEARER with unsecured JWTs (only on a broker the tests started).
     oauth_bootstrap_servers: str | None = None
+    #: A listener requiring client certificates, and a maker of them (name -> client settings).
+    tls_bootstrap_servers: str | None = None
+    client_certificate: Callable[[str], dict[str, str]] | None = None
 
     @property
     def admin_clients(self) -> KafkaClients:
@@ -159,6 +163,7 @@ def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredC
     from connectors.tools.broker import OWN_BROKER_TXN_CLEANUP_MS, TXN_CLEANUP_INTERVAL_KEY
 
     broker = SecuredKafkaBroker(kafka_home, tmp_path_factory.mktemp("secured-broker"), oauth_listener=True,
+                                tls_client_listener=shutil.which("openssl") is not None,
                                 extra_config={TXN_CLEANUP_INTERVAL_KEY: str(OWN_BROKER_TXN_CLEANUP_MS)})
     try:
         bootstrap = broker.start()
@@ -167,7 +172,8 @@ def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredC
     try:
         yield SecuredCluster(bootstrap, broker.admin_config, AclAdmin(bootstrap, broker.admin_config),
                              f"SecuredKafkaBroker of KAFKA_HOME={kafka_home} (pid {broker.pid})",
-                             broker.oauth_bootstrap_servers)
+                             broker.oauth_bootstrap_servers, broker.tls_bootstrap_servers,
+                             broker.client_certificate if broker.tls_bootstrap_servers else None)
     finally:
         broker.stop()
 

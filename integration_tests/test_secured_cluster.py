@@ -6,8 +6,8 @@ application user holding exactly the ACLs the README's table lists, no more:
   starts without DescribeConfigs, with its one-line warning;
 - each ACL of the table, missing, gives its one-line message, printed last by the example; a
   transaction timeout over the brokers' limit is refused at the start, naming the option;
-- SASL/OAUTHBEARER, with tokens of an OIDC endpoint or unsecured JWTs, works for both client
-  libraries from the same options.
+- SASL/OAUTHBEARER, with tokens of an OIDC endpoint or unsecured JWTs, and TLS client
+  certificates work for both client libraries from the same options.
 """
 
 from __future__ import annotations
@@ -160,6 +160,23 @@ def test_oauthbearer_from_the_same_options_for_both_client_libraries(secured_kaf
     assert finished.returncode == 0, finished.stderr[-4000:]
     if tokens == "oidc":
         assert endpoint.requests and {client for client, _ in endpoint.requests} == {name}
+    wait_until_stable(clients, sink)
+    assert_exactly_once(read_committed_values(clients, sink), ids, copied_id)
+    assert clients.txn_control().list_open_transactions(prefix) == []
+
+
+def test_tls_client_certificates_from_the_same_options_for_both_client_libraries(secured_kafka, unique_name,
+                                                                                 tmp_path):
+    if secured_kafka.client_certificate is None:
+        pytest.skip("TLS client certificates need the broker the tests start (KAFKA_HOME) and openssl")
+    clients = secured_kafka.admin_clients
+    source, sink, ids = topics_with_orders(clients, unique_name, 1000)
+    name, prefix = unique_name("tls"), unique_name("txn")
+    config = secured_kafka.client_certificate(name)
+    secured_kafka.acl.grant(f"User:CN={name}", source_acls([source]) + sink_acls(sink, prefix))
+    finished = run_spark_job(secured_kafka.tls_bootstrap_servers, source, sink, tmp_path / "chk",
+                             kafka_config=config, extra=("--transactional-id-prefix", prefix))
+    assert finished.returncode == 0, finished.stderr[-4000:]
     wait_until_stable(clients, sink)
     assert_exactly_once(read_committed_values(clients, sink), ids, copied_id)
     assert clients.txn_control().list_open_transactions(prefix) == []

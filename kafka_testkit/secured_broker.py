@@ -15,7 +15,11 @@ What a production cluster of least-privilege applications looks like, on loopbac
   they serve). No principal is anonymous;
 - with ``oauth_listener=True``, a second SASL_SSL listener for OAUTHBEARER
   (``oauth_bootstrap_servers``) with Kafka's unsecured JWT validator: a token's ``sub`` claim is its
-  principal, its signature is not checked. For testing OAuth clients only.
+  principal, its signature is not checked. For testing OAuth clients only;
+- with ``tls_client_listener=True``, an SSL listener that requires a client certificate signed by
+  the broker's CA (``tls_bootstrap_servers``); the principal is the certificate's subject,
+  ``User:CN=<name>``. ``client_certificate(name)`` issues one as PEM files (the private key is
+  written by ``openssl``, since keytool exports no keys).
 
 Passwords are random per broker. ``admin_config`` and ``app_config`` are librdkafka client
 settings; ``kafka_testkit.acl_admin`` manages users and ACLs with the former.
@@ -55,11 +59,15 @@ class SecuredKafkaBroker(LocalKafkaBroker):
 
     def __init__(self, kafka_home: str | os.PathLike[str], work_dir: str | os.PathLike[str] | None = None,
                  *, extra_config: Mapping[str, str] | None = None, oauth_listener: bool = False,
-                 **kwargs: object) -> None:
+                 tls_client_listener: bool = False, **kwargs: object) -> None:
         super().__init__(kafka_home, work_dir, extra_config=extra_config, **kwargs)  # type: ignore[arg-type]
         self.oauth_listener = oauth_listener
         #: The OAUTHBEARER listener's address, with ``oauth_listener=True``.
         self.oauth_bootstrap_servers: str | None = None
+        self.tls_client_listener = tls_client_listener
+        #: The listener requiring client certificates, with ``tls_client_listener=True``.
+        self.tls_bootstrap_servers: str | None = None
+        self._tls_dir: Path | None = None
         self.admin_password = secrets.token_urlsafe(16)
         self.app_password = secrets.token_urlsafe(16)
         self._controller_password = secrets.token_urlsafe(16)
@@ -98,6 +106,8 @@ class SecuredKafkaBroker(LocalKafkaBroker):
         super()._check_distribution()
         if self._keytool() is None:
             raise LocalBrokerError("no keytool (it comes with the Java runtime): neither on PATH nor in JAVA_HOME/bin")
+        if self.tls_client_listener and shutil.which("openssl") is None:
+            raise LocalBrokerError("tls_client_listener needs openssl on PATH (to write client keys as PEM)")
 
     def _prepare_security(self, work_dir: Path) -> None:
         # A restart keeps the certificates; a start makes new ones.
@@ -112,13 +122,13 @@ class SecuredKafkaBroker(LocalKafkaBroker):
         plain_login = "org.apache.kafka.common.security.plain.PlainLoginModule"
         listeners = f"SASL_SSL://{_HOST}:{broker_port},CONTROLLER://{_HOST}:{controller_port}"
         protocols = "CONTROLLER:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
-        oauth: dict[str, str] = {}
+        listener_settings: dict[str, str] = {}
         if self.oauth_listener:
             oauth_port = free_port()
             self.oauth_bootstrap_servers = f"{_HOST}:{oauth_port}"
             listeners += f",OAUTH://{_HOST}:{oauth_port}"
             protocols += ",OAUTH:SASL_SSL"
-            oauth = {
+            listener_settings = {
                 "listener.name.oauth.sasl.enabled.mechanisms": "OAUTHBEARER",
                 # The broker's side of the login module; with no validator callback configured,
                 # Kafka validates tokens with its unsecured validator.
@@ -126,6 +136,12 @@ class SecuredKafkaBroker(LocalKafkaBroker):
                     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
                     f'unsecuredLoginStringClaim_sub="{ADMIN_USER}";',
             }
+        if self.tls_client_listener:
+            tls_port = free_port()
+            self.tls_bootstrap_servers = f"{_HOST}:{tls_port}"
+            listeners += f",MTLS://{_HOST}:{tls_port}"
+            protocols += ",MTLS:SSL"
+            listener_settings["listener.name.mtls.ssl.client.auth"] = "required"
         return {
             "listeners": listeners,
             "advertised.listeners": listeners,
@@ -150,7 +166,7 @@ class SecuredKafkaBroker(LocalKafkaBroker):
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "allow.everyone.if.no.acl.found": "false",
             "super.users": f"User:{ADMIN_USER};User:{_CONTROLLER_USER}",
-            **oauth,
+            **listener_settings,
         }
 
     def _format_arguments(self) -> list[str]:
@@ -185,7 +201,30 @@ class SecuredKafkaBroker(LocalKafkaBroker):
                           "-keystore", str(keystore), *store)
         self._run_keytool("-importcert", "-noprompt", "-alias", "broker", "-file", str(signed),
                           "-keystore", str(keystore), *store)
-        self.ca_file, self._keystore = ca_pem, keystore
+        self.ca_file, self._keystore, self._tls_dir = ca_pem, keystore, tls
+
+    def client_certificate(self, name: str) -> dict[str, str]:
+        """A client certificate for ``CN=<name>`` signed by the broker's CA, as PEM files; returns
+        the librdkafka settings of the ``tls_bootstrap_servers`` listener (principal
+        ``User:CN=<name>``)."""
+        if self._tls_dir is None or self.ca_file is None:
+            raise LocalBrokerError("the broker's certificates are made by start()")
+        tls = self._tls_dir
+        store = ("-storetype", "PKCS12", "-storepass", self._store_password, "-keypass", self._store_password)
+        client_store, csr, cert = tls / f"{name}.p12", tls / f"{name}.csr", tls / f"{name}.pem"
+        key = tls / f"{name}.key"
+        self._run_keytool("-genkeypair", "-keyalg", "RSA", "-keysize", "2048", "-validity", _CERT_VALIDITY_DAYS,
+                          "-alias", name, "-dname", f"CN={name}", "-keystore", str(client_store), *store)
+        self._run_keytool("-certreq", "-alias", name, "-keystore", str(client_store), "-file", str(csr), *store)
+        self._run_keytool("-gencert", "-rfc", "-alias", "ca", "-keystore", str(tls / "ca.p12"), "-infile", str(csr),
+                          "-outfile", str(cert), "-validity", _CERT_VALIDITY_DAYS, "-ext", "EKU=clientAuth", *store)
+        result = subprocess.run(["openssl", "pkcs12", "-in", str(client_store), "-nocerts", "-nodes", "-out", str(key),
+                                 "-passin", f"pass:{self._store_password}"], capture_output=True, text=True,
+                                stdin=subprocess.DEVNULL, timeout=60, check=False)
+        if result.returncode != 0:
+            raise LocalBrokerError(f"openssl pkcs12 failed: {result.stderr.strip()}")
+        return {"security.protocol": "SSL", "ssl.ca.location": str(self.ca_file),
+                "ssl.certificate.location": str(cert), "ssl.key.location": str(key)}
 
     def _run_keytool(self, *arguments: str) -> None:
         keytool = self._keytool()
