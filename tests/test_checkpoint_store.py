@@ -62,14 +62,15 @@ def test_folder_without_metadata_is_skipped(tmp_path):
     assert store.latest().checkpoint_id == 1
 
 
-def test_corrupt_checkpoints_do_not_count_towards_retention(tmp_path):
+def test_retention_goes_by_the_listing_and_reads_nothing(tmp_path):
+    # Every _metadata is created whole and never rewritten, so retention counts what the listing
+    # shows without reading it: a commit on an object store costs no GET per retained checkpoint.
     store = FileCheckpointStore(tmp_path, retained_checkpoints=2)
     store.add(chk(1))
     store.add(chk(2))
-    (tmp_path / "chk-2" / "_metadata").write_text("{")
+    (tmp_path / "chk-2" / "_metadata").write_text("{")  # bit rot after the write
     store.add(chk(3))
-    # chk-2 is corrupt, so chk-1 is still one of the two newest valid checkpoints.
-    assert store.checkpoint_ids() == [1, 3]
+    assert store.checkpoint_ids() == [2, 3]
 
 
 def test_ids_never_reused_across_restart(tmp_path):
@@ -116,3 +117,114 @@ def test_savepoint_is_self_contained_and_disposable(tmp_path):
     with pytest.raises(FileNotFoundError):
         savepoints.dispose_savepoint(tmp_path / "not-a-savepoint")
     assert (tmp_path / "not-a-savepoint").exists()
+
+
+# -- the write-once layout, on a local directory and on pyarrow's in-memory filesystem ----------
+
+from collections import Counter  # noqa: E402
+
+from kafka_testkit.crashing_storage import CrashingStorage, SimulatedCrash, WriteLog  # noqa: E402
+from memory_system import ListSource, MemorySink, MemoryTransactionalSystem, StepClock  # noqa: E402
+from state_fixtures import KINDS, make_storage  # noqa: E402
+from twophase.checkpoint_store import CheckpointExistsError  # noqa: E402
+from twophase.coordinator import CheckpointConfig, CheckpointCoordinator  # noqa: E402
+from twophase.pipeline import LocalPipeline  # noqa: E402
+from twophase.state_owner import StateOwner  # noqa: E402
+
+
+@pytest.fixture(params=KINDS)
+def storage(request, tmp_path):
+    return make_storage(request.param, tmp_path)
+
+
+def test_layout_is_one_file_per_fact(storage):
+    store = FileCheckpointStore(storage, retained_checkpoints=2)
+    store.reserve_checkpoint_id(1)
+    store.add(chk(1))
+    store.mark_committed(1)
+    store.add(chk(2))
+    assert storage.list_keys() == ["chk-1/_committed", "chk-1/_metadata", "chk-1/_reserved", "chk-2/_metadata"]
+    store.mark_committed(2)
+    store.mark_committed(2)  # again: nothing is rewritten
+    store.add(chk(3))
+    assert storage.list_keys() == ["chk-2/_committed", "chk-2/_metadata", "chk-3/_metadata"]
+    reopened = FileCheckpointStore(storage)
+    assert reopened.latest().checkpoint_id == 3 and reopened.is_committed(2) and not reopened.is_committed(3)
+
+
+def test_next_id_comes_from_the_listing(storage):
+    store = FileCheckpointStore(storage)
+    assert store.next_checkpoint_id() == 1 and store.is_empty()
+    store.add(chk(4))
+    store.reserve_checkpoint_id(5)  # triggered, never completed: 5 is never handed out again
+    assert FileCheckpointStore(storage).next_checkpoint_id() == 6
+    with pytest.raises(CheckpointExistsError, match="already taken"):
+        FileCheckpointStore(storage).reserve_checkpoint_id(5)
+
+
+def test_two_writers_of_one_checkpoint_one_wins_and_its_record_stays(storage):
+    driver, zombie = FileCheckpointStore(storage), FileCheckpointStore(storage)
+    assert driver.latest() is None and zombie.latest() is None  # both listed before either wrote
+    zombie.add(chk(7, sink=["zombie's transactions"]))
+    with pytest.raises(CheckpointExistsError, match="another driver of this job"):
+        driver.add(chk(7, sink=["driver's transactions"]))
+    assert FileCheckpointStore(storage).latest().state_of("sink") == ["zombie's transactions"]
+
+
+def test_owner_is_claimed_once(storage):
+    store = FileCheckpointStore(storage)
+    assert store.owner() is None
+    first = StateOwner("spark-streaming-query", "q-1", "checkpointLocation /c1")
+    assert store.claim_owner(first) == first
+    recorded = FileCheckpointStore(storage).claim_owner(StateOwner("spark-streaming-query", "q-2"))
+    assert recorded == first and store.owner() == first
+
+
+def test_a_store_of_the_previous_layout_is_read_and_goes_on(tmp_path):
+    # Written by versions that renamed files into place and rewrote a counter.
+    (tmp_path / "chk-4").mkdir()
+    (tmp_path / "chk-4" / "_metadata").write_bytes(encode(chk(4)))
+    (tmp_path / "chk-4" / "_committed").write_bytes(b"")
+    (tmp_path / "_checkpoint_counter").write_text(json.dumps({"format_version": 1, "next_checkpoint_id": 9}))
+    store = FileCheckpointStore(tmp_path, retained_checkpoints=1)
+    assert store.latest().checkpoint_id == 4 and store.is_committed(4) and not store.is_empty()
+    assert store.next_checkpoint_id() == 9
+    store.add(chk(9))
+    assert store.checkpoint_ids() == [9] and (tmp_path / "_checkpoint_counter").exists()
+
+
+RECORDS = list(range(60))
+
+
+def run_life(storage, system, crash_at=None, log=None):
+    """One process lifetime of the in-process pipeline: a checkpoint every 10 records."""
+    coordinator = CheckpointCoordinator(
+        FileCheckpointStore(CrashingStorage(storage, crash_at, log), retained_checkpoints=2),
+        CheckpointConfig(checkpoint_interval=None, retained_checkpoints=2), clock=StepClock(0.1))
+    sinks = [MemorySink("out-0", system), MemorySink("out-1", system)]
+    LocalPipeline(coordinator, ListSource(RECORDS), lambda r: [r], sinks, route=lambda v: v % 2,
+                  max_poll_records=7, checkpoint_every_records=10).run()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_crash_between_any_two_writes_of_the_state_is_exactly_once(tmp_path, kind):
+    clean = WriteLog()
+    run_life(make_storage(kind, tmp_path / "clean"), MemoryTransactionalSystem(), log=clean)
+    assert len(clean.writes) > 20, clean.writes  # reserve, store, mark, subsume for 7 checkpoints
+    for crash_at in range(1, len(clean.writes) + 1):
+        storage = make_storage(kind, tmp_path / f"crash-{crash_at}")
+        system = MemoryTransactionalSystem()
+        log = WriteLog()
+        with pytest.raises(SimulatedCrash):
+            run_life(storage, system, crash_at, log)
+        run_life(storage, system, log=log)  # the restarted process, same storage and system
+        where = f"crash before write {crash_at} ({clean.writes[crash_at - 1]})"
+        counts = Counter(system.visible)
+        assert {v: n for v, n in counts.items() if n > 1} == {}, f"duplicates after a {where}"
+        assert set(counts) == set(RECORDS), f"lost records after a {where}"
+        assert system.open_txn_ids("") == [], f"open transactions after a {where}"
+        rewritten = [k for k in log.refused_creates if not k.startswith("_write-probe-")]  # refused by design
+        assert rewritten == [], f"a file was written twice after a {where}"
+        final = FileCheckpointStore(storage)
+        assert final.is_committed(final.latest().checkpoint_id)
+        assert len(final.checkpoint_ids()) <= 2, f"retention fell behind after a {where}"
