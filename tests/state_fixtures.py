@@ -4,12 +4,19 @@ filesystem (the same ArrowStateStorage code that serves S3, GCS, ABFS and HDFS).
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from pathlib import Path
+from typing import Callable
 
 import pyarrow.fs as pafs
 from fsspec.implementations.memory import MemoryFileSystem
 
+from kafka_testkit.crashing_storage import CrashingStorage, SimulatedCrash, WriteLog
+from memory_system import ListSource, MemorySink, MemoryTransactionalSystem, StepClock
+from twophase.checkpoint_store import FileCheckpointStore
 from twophase.conditional_create import SingleProcessCreate
+from twophase.coordinator import CheckpointConfig, CheckpointCoordinator
+from twophase.pipeline import LocalPipeline
 from twophase.state_storage import ArrowStateStorage, LocalStateStorage, StateStorage
 
 KINDS = ("local", "memory")
@@ -28,3 +35,46 @@ def make_storage(kind: str, tmp_path: Path) -> StateStorage:
     if kind == "memory":
         return memory_storage()
     raise ValueError(f"unknown storage kind {kind!r}; valid: {KINDS}")
+
+
+RECORDS = list(range(60))
+RETAINED = 2
+
+
+def _run_life(storage: StateStorage, system: MemoryTransactionalSystem, crash_at: int | None, log: WriteLog) -> None:
+    """One process lifetime of the in-process pipeline: a checkpoint every 10 records."""
+    coordinator = CheckpointCoordinator(
+        FileCheckpointStore(CrashingStorage(storage, crash_at, log), retained_checkpoints=RETAINED),
+        CheckpointConfig(checkpoint_interval=None, retained_checkpoints=RETAINED), clock=StepClock(0.1))
+    sinks = [MemorySink("out-0", system), MemorySink("out-1", system)]
+    LocalPipeline(coordinator, ListSource(RECORDS), lambda r: [r], sinks, route=lambda v: v % 2,
+                  max_poll_records=7, checkpoint_every_records=10).run()
+
+
+def crash_at_every_write(new_storage: Callable[[str], StateStorage]) -> int:
+    """Run the pipeline once cleanly, counting its writes to the state; then, for every N, on a
+    fresh storage: crash before write N, restart, run to the end, and check the output is
+    exactly-once and no state file was ever written twice. Returns how many crashes were run."""
+    clean = WriteLog()
+    _run_life(new_storage("clean"), MemoryTransactionalSystem(), None, clean)
+    for crash_at in range(1, len(clean.writes) + 1):
+        storage = new_storage(f"crash-{crash_at}")
+        system = MemoryTransactionalSystem()
+        log = WriteLog()
+        try:
+            _run_life(storage, system, crash_at, log)
+            raise AssertionError(f"write {crash_at} was never reached")
+        except SimulatedCrash:
+            pass
+        _run_life(storage, system, None, log)  # the restarted process: same storage, same system
+        where = f"crash before write {crash_at} ({clean.writes[crash_at - 1]})"
+        counts = Counter(system.visible)
+        assert {v: n for v, n in counts.items() if n > 1} == {}, f"duplicates after a {where}"
+        assert set(counts) == set(RECORDS), f"lost records after a {where}"
+        assert system.open_txn_ids("") == [], f"open transactions after a {where}"
+        rewritten = [k for k in log.refused_creates if not k.startswith("_write-probe-")]  # refused by design
+        assert rewritten == [], f"a file was written twice after a {where}"
+        final = FileCheckpointStore(storage, check_writable=False)
+        assert final.is_committed(final.latest().checkpoint_id), f"last checkpoint unmarked after a {where}"
+        assert len(final.checkpoint_ids()) <= RETAINED, f"retention fell behind after a {where}"
+    return len(clean.writes)

@@ -121,14 +121,8 @@ def test_savepoint_is_self_contained_and_disposable(tmp_path):
 
 # -- the write-once layout, on a local directory and on pyarrow's in-memory filesystem ----------
 
-from collections import Counter  # noqa: E402
-
-from kafka_testkit.crashing_storage import CrashingStorage, SimulatedCrash, WriteLog  # noqa: E402
-from memory_system import ListSource, MemorySink, MemoryTransactionalSystem, StepClock  # noqa: E402
-from state_fixtures import KINDS, make_storage  # noqa: E402
+from state_fixtures import KINDS, crash_at_every_write, make_storage  # noqa: E402
 from twophase.checkpoint_store import CheckpointExistsError  # noqa: E402
-from twophase.coordinator import CheckpointConfig, CheckpointCoordinator  # noqa: E402
-from twophase.pipeline import LocalPipeline  # noqa: E402
 from twophase.state_owner import StateOwner  # noqa: E402
 
 
@@ -193,38 +187,7 @@ def test_a_store_of_the_previous_layout_is_read_and_goes_on(tmp_path):
     assert store.checkpoint_ids() == [9] and (tmp_path / "_checkpoint_counter").exists()
 
 
-RECORDS = list(range(60))
-
-
-def run_life(storage, system, crash_at=None, log=None):
-    """One process lifetime of the in-process pipeline: a checkpoint every 10 records."""
-    coordinator = CheckpointCoordinator(
-        FileCheckpointStore(CrashingStorage(storage, crash_at, log), retained_checkpoints=2),
-        CheckpointConfig(checkpoint_interval=None, retained_checkpoints=2), clock=StepClock(0.1))
-    sinks = [MemorySink("out-0", system), MemorySink("out-1", system)]
-    LocalPipeline(coordinator, ListSource(RECORDS), lambda r: [r], sinks, route=lambda v: v % 2,
-                  max_poll_records=7, checkpoint_every_records=10).run()
-
-
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_crash_between_any_two_writes_of_the_state_is_exactly_once(tmp_path, kind):
-    clean = WriteLog()
-    run_life(make_storage(kind, tmp_path / "clean"), MemoryTransactionalSystem(), log=clean)
-    assert len(clean.writes) > 20, clean.writes  # reserve, store, mark, subsume for 7 checkpoints
-    for crash_at in range(1, len(clean.writes) + 1):
-        storage = make_storage(kind, tmp_path / f"crash-{crash_at}")
-        system = MemoryTransactionalSystem()
-        log = WriteLog()
-        with pytest.raises(SimulatedCrash):
-            run_life(storage, system, crash_at, log)
-        run_life(storage, system, log=log)  # the restarted process, same storage and system
-        where = f"crash before write {crash_at} ({clean.writes[crash_at - 1]})"
-        counts = Counter(system.visible)
-        assert {v: n for v, n in counts.items() if n > 1} == {}, f"duplicates after a {where}"
-        assert set(counts) == set(RECORDS), f"lost records after a {where}"
-        assert system.open_txn_ids("") == [], f"open transactions after a {where}"
-        rewritten = [k for k in log.refused_creates if not k.startswith("_write-probe-")]  # refused by design
-        assert rewritten == [], f"a file was written twice after a {where}"
-        final = FileCheckpointStore(storage)
-        assert final.is_committed(final.latest().checkpoint_id)
-        assert len(final.checkpoint_ids()) <= 2, f"retention fell behind after a {where}"
+    crashes = crash_at_every_write(lambda label: make_storage(kind, tmp_path / label))
+    assert crashes > 20  # reserve, store, mark and subsume, for 7 checkpoints

@@ -107,7 +107,7 @@ def _s3_conflict(exc: BaseException) -> bool:
 
 
 @lru_cache(maxsize=None)
-def _s3_client(region: str | None) -> Any:
+def s3_client(region: str | None) -> Any:
     """One boto3 client per region and process (creating one costs tens of milliseconds)."""
     try:
         import boto3
@@ -141,7 +141,7 @@ class S3ConditionalCreate(ConditionalCreate):
         from botocore.exceptions import ClientError
 
         bucket, key = self._split(path)
-        client = _s3_client(self.region)
+        client = s3_client(self.region)
         retrying = Retrying(stop=stop_after_attempt(5), wait=wait_exponential(multiplier=0.05, max=1),
                             retry=retry_if_exception(_s3_conflict), reraise=True)
         try:
@@ -159,7 +159,7 @@ class S3ConditionalCreate(ConditionalCreate):
         for path in paths:
             bucket, key = self._split(path)
             by_bucket.setdefault(bucket, []).append(key)
-        client = _s3_client(self.region)
+        client = s3_client(self.region)
         for bucket, keys in by_bucket.items():
             for start in range(0, len(keys), 1000):
                 chunk = keys[start:start + 1000]
