@@ -49,8 +49,9 @@ def test_corrupt_latest_falls_back_to_previous_and_logs_path(tmp_path, caplog):
         store.add(chk(cid))
     metadata = tmp_path / "chk-3" / "_metadata"
     metadata.write_bytes(metadata.read_bytes()[:40])
+    assert store.latest().checkpoint_id == 3  # what this process wrote, it keeps (written once)
     with caplog.at_level(logging.ERROR):
-        latest = store.latest()
+        latest = FileCheckpointStore(tmp_path).latest()  # a restart reads the files
     assert latest.checkpoint_id == 2
     assert str(metadata) in caplog.text
 

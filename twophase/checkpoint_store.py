@@ -18,8 +18,9 @@ argues why a crash between any two of these writes is safe.
 
 A store instance lists the directory on first use and then keeps that listing up to date with its
 own writes, the way Flink's store keeps its checkpoints in memory and reads the storage only when
-it is created for a recovery. :meth:`refresh` forgets it. Another writer of the same directory is
-caught by the conditional creates, not by the listing.
+it is created for a recovery; checkpoints it has read or written are kept too (a file written once
+never changes). :meth:`refresh` forgets both. Another writer of the same directory is caught by
+the conditional creates, not by the listing.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ class FileCheckpointStore:
         self.directory = self.storage.uri
         self.retained_checkpoints = retained_checkpoints
         self._listing: _Listing | None = None
+        self._loaded: dict[int, CompletedCheckpoint] = {}
         if check_writable:
             self.check_writable()
 
@@ -104,8 +106,9 @@ class FileCheckpointStore:
         self.storage.check_writable()
 
     def refresh(self) -> None:
-        """Forget the listing; the next call lists the directory again."""
+        """Forget the listing and the checkpoints read; the next call lists the directory again."""
         self._listing = None
+        self._loaded.clear()
 
     def location(self, checkpoint_id: int, name: str = METADATA_FILE) -> str:
         return self.storage.location(f"{checkpoint_folder(checkpoint_id)}/{name}")
@@ -170,17 +173,21 @@ class FileCheckpointStore:
                 "another driver of this job (a second one, or a zombie of a crashed one) stored it "
                 "first. Its record stays; make sure only one driver runs, then restart") from None
         listing.add(checkpoint_id, METADATA_FILE)
+        self._loaded[checkpoint_id] = checkpoint
         log.info("checkpoint %d stored at %s", checkpoint_id, self.location(checkpoint_id))
         self._subsume(newest=checkpoint_id)
         return self.location(checkpoint_id)
 
     def load(self, checkpoint_id: int) -> CompletedCheckpoint:
         """Load one checkpoint; raises CorruptCheckpointError or FileNotFoundError."""
+        if checkpoint_id in self._loaded:
+            return self._loaded[checkpoint_id]
         checkpoint = decode(self.storage.read(f"{checkpoint_folder(checkpoint_id)}/{METADATA_FILE}"))
         if checkpoint.checkpoint_id != checkpoint_id:
             raise CorruptCheckpointError(
                 f"{self.location(checkpoint_id)} holds checkpoint {checkpoint.checkpoint_id}, not {checkpoint_id}"
             )
+        self._loaded[checkpoint_id] = checkpoint
         return checkpoint
 
     def latest(self) -> CompletedCheckpoint | None:
@@ -259,4 +266,5 @@ class FileCheckpointStore:
         self.storage.delete(keys)
         for checkpoint_id in doomed:
             del listing.keys_by_id[checkpoint_id]
+            self._loaded.pop(checkpoint_id, None)
         log.info("checkpoints %s subsumed by %d", doomed, newest)
