@@ -4,11 +4,9 @@ write of the state, as in tests/test_checkpoint_store.py."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
-from state_fixtures import crash_at_every_write
+from state_fixtures import crash_at_every_write, racing_creates
 from twophase import savepoints
 from twophase.checkpoint import CompletedCheckpoint
 from twophase.checkpoint_store import CheckpointExistsError, FileCheckpointStore
@@ -53,26 +51,8 @@ def test_checkpoints_on_s3_are_write_once_objects(s3_prefix):
 
 def test_a_conditional_create_on_s3_has_exactly_one_winner(s3_prefix):
     storage = open_state_storage(s3_prefix)
-    contenders = 8
     for round_ in range(5):
-        start = threading.Barrier(contenders)
-        winners: list[int] = []
-
-        def contend(n: int) -> None:
-            start.wait()
-            try:
-                storage.create(f"chk-{round_}/_metadata", f"driver {n}".encode())
-                winners.append(n)
-            except FileExistsError:
-                pass
-
-        threads = [threading.Thread(target=contend, args=(n,)) for n in range(contenders)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert len(winners) == 1, winners
-        assert storage.read(f"chk-{round_}/_metadata") == f"driver {winners[0]}".encode()
+        racing_creates(storage, f"chk-{round_}/_metadata")
 
 
 def test_a_zombie_driver_cannot_overwrite_a_stored_checkpoint_on_s3(s3_prefix):

@@ -3,6 +3,7 @@ filesystem (the same ArrowStateStorage code that serves S3, GCS, ABFS and HDFS).
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -78,3 +79,27 @@ def crash_at_every_write(new_storage: Callable[[str], StateStorage]) -> int:
         assert final.is_committed(final.latest().checkpoint_id), f"last checkpoint unmarked after a {where}"
         assert len(final.checkpoint_ids()) <= RETAINED, f"retention fell behind after a {where}"
     return len(clean.writes)
+
+
+def racing_creates(storage: StateStorage, key: str, contenders: int = 8) -> list[int]:
+    """``contenders`` threads create ``key`` at once, each with its own content ("writer N").
+    Returns who won; the stored content must be the winner's."""
+    start = threading.Barrier(contenders)
+    winners: list[int] = []
+
+    def contend(n: int) -> None:
+        start.wait()
+        try:
+            storage.create(key, f"writer {n}".encode())
+            winners.append(n)
+        except FileExistsError:
+            pass
+
+    threads = [threading.Thread(target=contend, args=(n,)) for n in range(contenders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(winners) == 1, f"{len(winners)} writers created {key}"
+    assert storage.read(key) == f"writer {winners[0]}".encode()
+    return winners

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import errno
 import os
-import threading
 
 import pyarrow.fs as pafs
 import pytest
 
-from state_fixtures import KINDS, make_storage, memory_storage
+from state_fixtures import KINDS, make_storage, memory_storage, racing_creates
 from twophase.conditional_create import ConditionalCreate, azure_account_of
 from twophase.state_storage import (
     ArrowStateStorage,
@@ -100,26 +99,8 @@ def test_unwritable_local_directory_is_named(tmp_path):
 
 def test_local_creates_of_one_key_racing_have_one_winner(tmp_path):
     storage = LocalStateStorage(tmp_path / "state")
-    contenders = 8
     for round_ in range(10):
-        start = threading.Barrier(contenders)
-        winners: list[int] = []
-
-        def contend(n: int) -> None:
-            start.wait()
-            try:
-                storage.create(f"chk-{round_}/_metadata", f"writer {n}".encode())
-                winners.append(n)
-            except FileExistsError:
-                pass
-
-        threads = [threading.Thread(target=contend, args=(n,)) for n in range(contenders)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert len(winners) == 1
-        assert storage.read(f"chk-{round_}/_metadata") == f"writer {winners[0]}".encode()
+        racing_creates(storage, f"chk-{round_}/_metadata")
 
 
 def test_local_create_without_hard_links_is_still_exclusive(tmp_path, monkeypatch, caplog):
