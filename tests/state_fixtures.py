@@ -1,33 +1,22 @@
-"""State storages for unit tests: a local directory, and pyarrow over fsspec's in-memory
-filesystem (the same ArrowStateStorage code that serves S3, GCS, ABFS and HDFS)."""
+"""State storages for unit tests (a local directory, and kafka_testkit's in-memory one) and the
+scenarios run on them, here and on real S3 in integration_tests/."""
 
 from __future__ import annotations
 
 import threading
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Callable
 
-import pyarrow.fs as pafs
-from fsspec.implementations.memory import MemoryFileSystem
-
 from kafka_testkit.crashing_storage import CrashingStorage, SimulatedCrash, WriteLog
+from kafka_testkit.memory_storage import memory_storage
 from memory_system import ListSource, MemorySink, MemoryTransactionalSystem, StepClock
 from twophase.checkpoint_store import FileCheckpointStore
-from twophase.conditional_create import SingleProcessCreate
 from twophase.coordinator import CheckpointConfig, CheckpointCoordinator
 from twophase.pipeline import LocalPipeline
-from twophase.state_storage import ArrowStateStorage, LocalStateStorage, StateStorage
+from twophase.state_storage import LocalStateStorage, StateStorage
 
 KINDS = ("local", "memory")
-
-
-def memory_storage() -> ArrowStateStorage:
-    # fsspec's memory filesystem is one store per process: a folder of its own per test.
-    base = f"/state-{uuid.uuid4().hex}"
-    filesystem = pafs.PyFileSystem(pafs.FSSpecHandler(MemoryFileSystem()))
-    return ArrowStateStorage(filesystem, base, SingleProcessCreate(), f"memory://{base}")
 
 
 def make_storage(kind: str, tmp_path: Path) -> StateStorage:

@@ -9,7 +9,8 @@ import os
 import pyarrow.fs as pafs
 import pytest
 
-from state_fixtures import KINDS, make_storage, memory_storage, racing_creates
+from kafka_testkit.memory_storage import memory_storage
+from state_fixtures import KINDS, make_storage, racing_creates
 from twophase.conditional_create import ConditionalCreate, azure_account_of
 from twophase.state_storage import (
     ArrowStateStorage,

@@ -29,7 +29,6 @@ import importlib.util
 import logging
 import os
 import posixpath
-import threading
 import uuid
 from abc import ABC, abstractmethod
 from functools import lru_cache
@@ -64,26 +63,6 @@ class ConditionalCreate(ABC):
                 filesystem.delete_file(path)
             except FileNotFoundError:
                 pass
-
-
-class SingleProcessCreate(ConditionalCreate):
-    """Check, then write, under a lock: conditional only among the threads of one process.
-
-    For filesystems that live inside one process (pyarrow's in-memory filesystem, a test's
-    wrapper); never chosen for a URI."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-
-    def create(self, filesystem: pafs.FileSystem, path: str, data: bytes) -> None:
-        with self._lock:
-            if filesystem.get_file_info(path).type != pafs.FileType.NotFound:
-                raise _exists_error(path)
-            parent = posixpath.dirname(path)
-            if parent:
-                filesystem.create_dir(parent, recursive=True)
-            with filesystem.open_output_stream(path) as out:
-                out.write(data)
 
 
 class ReadOnly(ConditionalCreate):
