@@ -62,8 +62,5 @@ class CrashingStorage(StateStorage):
     def list_keys(self, subdirectory: str = "") -> list[str]:
         return self.inner.list_keys(subdirectory)
 
-    def child(self, subdirectory: str) -> CrashingStorage:
-        return CrashingStorage(self.inner.child(subdirectory), self.crash_at, self.log)
-
     def location(self, key: str = "") -> str:
         return self.inner.location(key)

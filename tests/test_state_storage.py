@@ -57,12 +57,6 @@ def test_delete_ignores_missing_keys(storage):
     assert storage.list_keys() == ["chk-2/_metadata"]
 
 
-def test_child_is_the_subdirectory(storage):
-    storage.child("sp-1").create("_metadata", b"s")
-    assert storage.list_keys() == ["sp-1/_metadata"]
-    assert storage.child("sp-1").location("_metadata") == storage.location("sp-1/_metadata")
-
-
 @pytest.mark.parametrize("key", ["", "/abs", "a/../b", "a//b", "./a"])
 def test_keys_must_stay_inside_the_directory(storage, key):
     with pytest.raises(ValueError, match="relative path"):

@@ -105,10 +105,6 @@ class StateStorage(ABC):
     def delete(self, keys: Iterable[str]) -> None:
         """Delete ``keys`` (missing ones are ignored) and whatever folder they leave empty."""
 
-    @abstractmethod
-    def child(self, subdirectory: str) -> StateStorage:
-        """The storage of a subdirectory (which need not exist yet)."""
-
     def delete_folder(self) -> None:
         """Delete every file under the directory, and the directory itself where that exists."""
         self.delete(self.list_keys())
@@ -256,9 +252,6 @@ class LocalStateStorage(StateStorage):
         except OSError as exc:  # a writer put something in meanwhile: leave it
             log.debug("kept %s: %s", folder, exc)
 
-    def child(self, subdirectory: str) -> LocalStateStorage:
-        return LocalStateStorage(self._path(subdirectory), f"{self.uri.rstrip('/')}/{subdirectory}")
-
 
 class ArrowStateStorage(StateStorage):
     """A directory on a ``pyarrow.fs`` filesystem: reads, listings and deletes through pyarrow,
@@ -306,10 +299,6 @@ class ArrowStateStorage(StateStorage):
 
     def delete(self, keys: Iterable[str]) -> None:
         self.conditional.delete(self.filesystem, [self._path(k) for k in keys])
-
-    def child(self, subdirectory: str) -> ArrowStateStorage:
-        return ArrowStateStorage(self.filesystem, self._path(subdirectory), self.conditional,
-                                 f"{self.uri.rstrip('/')}/{subdirectory}")
 
 
 def _fsync_directory(directory: Path) -> None:
