@@ -170,3 +170,17 @@ def test_batch_writes_and_a_streaming_query_never_share_state(tmp_path):
 def test_a_checkpoint_location_without_spark_metadata_is_named(tmp_path):
     with pytest.raises(QueryCheckpointError, match=f"{tmp_path / 'nowhere'}/metadata does not exist"):
         guard_sink_state(streaming(tmp_path / "nowhere"))
+
+
+def test_foreach_batch_outside_a_streaming_query_is_refused(tmp_path):
+    from types import SimpleNamespace
+
+    from connectors.spark.foreach_batch import exactly_once_foreach_batch
+    from connectors.spark.options import KafkaEosOptionError
+
+    handler = exactly_once_foreach_batch(lambda df, batch_id: df, **{
+        "kafka.bootstrap.servers": "localhost:9092", "topic": "out", "eos.stateDir": str(tmp_path / "state")})
+    no_query = SimpleNamespace(sparkSession=SimpleNamespace(
+        sparkContext=SimpleNamespace(getLocalProperty=lambda key: None)))
+    with pytest.raises(KafkaEosOptionError, match="no Spark local property sql.streaming.queryId"):
+        handler(no_query, 0)

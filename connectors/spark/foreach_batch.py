@@ -57,11 +57,12 @@ def exactly_once_foreach_batch(transform: BatchTransform, **options: str) -> Cal
     sink = parse_sink_options({k.lower(): str(v) for k, v in options.items()}, streaming=False)
 
     def write_batch(batch_df: DataFrame, batch_id: int) -> None:
-        query_id = batch_df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+        query_id = _streaming_query_id(batch_df)
         if not query_id:
             raise KafkaEosOptionError(
                 f"exactly_once_foreach_batch found no Spark local property {QUERY_ID_PROPERTY}: use it "
-                "as the foreachBatch function of a streaming query (its state is bound to that query)")
+                "as the foreachBatch function of a streaming query on a classic (not Spark Connect) "
+                "session; its state is bound to that query")
         latest = FileCheckpointStore(sink.state_dir, sink.retained_checkpoints, check_writable=False).latest()
         if latest is not None and batch_id <= latest.checkpoint_id:
             # The writer still re-commits a stored but unconfirmed batch before anything else.
@@ -72,3 +73,12 @@ def exactly_once_foreach_batch(transform: BatchTransform, **options: str) -> Cal
          .option("eos.queryId", query_id).mode("append").save())
 
     return write_batch
+
+
+def _streaming_query_id(batch_df: DataFrame) -> str | None:
+    """The id of the query running this foreachBatch call (Spark sets it on the calling thread)."""
+    try:
+        return batch_df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+    except Exception as exc:  # Spark Connect sessions have no SparkContext
+        log.warning("cannot read Spark local property %s: %r", QUERY_ID_PROPERTY, exc)
+        return None
