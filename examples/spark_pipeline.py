@@ -33,6 +33,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--input", required=True, help="input topic")
     parser.add_argument("--output", required=True, help="output topic")
     parser.add_argument("--checkpoint-dir", required=True, help="the query's checkpointLocation")
+    parser.add_argument("--state-dir", default=None,
+                        help="eos.stateDir, where the sink keeps its state: a path or a URI (s3://, abfss://, "
+                             "gs://, hdfs://); default <checkpoint-dir>/kafka-eos")
     parser.add_argument("--bounded", action="store_true",
                         help="process what is in the input now (Trigger.AvailableNow), then stop")
     parser.add_argument("--max-offsets-per-trigger", type=int, default=200_000)
@@ -105,6 +108,8 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
     )
     if args.transactional_id_prefix:
         writer = writer.option("eos.transactionalIdPrefix", args.transactional_id_prefix)
+    if args.state_dir:
+        writer = writer.option("eos.stateDir", args.state_dir)
     if args.bounded:
         writer = writer.trigger(availableNow=True)
     else:
