@@ -19,6 +19,7 @@ from connectors.kafka.errors import KafkaConnectorError
 from kafka_testkit.fake_cluster import FakeKafkaClients
 from connectors.tools import broker as broker_module
 from connectors.tools import cli, jobs
+from connectors.tools.broker import SIMULATED_NOTICE
 from connectors.tools.loader import load_input
 from kafka_fixtures import produce_committed, read_all
 
@@ -147,13 +148,51 @@ def test_an_unreachable_broker_fails_fast_with_a_clear_message():
     assert "Traceback" not in result.stderr
 
 
-def test_demo_without_any_broker_says_exactly_what_to_provide(capsys, monkeypatch, tmp_path):
+def test_demo_that_requires_a_broker_says_exactly_what_to_provide(capsys, monkeypatch, tmp_path):
     no_broker_anywhere(monkeypatch)
-    code, _, err = run(capsys, "demo", "--reports-dir", str(tmp_path))
+    code, _, err = run(capsys, "demo", "--require-broker", "--reports-dir", str(tmp_path))
     assert code == 2
     for what in ("KAFKA_BOOTSTRAP_SERVERS=host:port", "Docker engine", "KAFKA_HOME=<path>", "Kafka 4.x"):
         assert what in err
     assert "no Docker engine answered; KAFKA_HOME is not set" in err
+    assert not any(tmp_path.glob("*/report.json"))
+
+
+def test_demo_without_any_broker_runs_on_the_embedded_cluster_loudly_labelled(capsys, monkeypatch, tmp_path):
+    no_broker_anywhere(monkeypatch)
+    code, out, _ = run(capsys, "demo", "--engine", "inprocess", "--records", "1500", "--batch-records", "50",
+                       "--scenarios", "baseline,after_pre_commit,broker_restart",
+                       "--reports-dir", str(tmp_path / "reports"))
+    assert code == 0, out
+    folder, data = the_report(tmp_path / "reports")
+    # JSON: the notice first and last, every scenario labelled, the real-broker way named.
+    keys = list(data)
+    assert (keys[0], keys[-1]) == ("notice", "closing_notice")
+    assert data["notice"] == data["closing_notice"] == SIMULATED_NOTICE
+    assert "KAFKA_BOOTSTRAP_SERVERS" in data["real_broker"] and "KAFKA_HOME" in data["real_broker"]
+    assert data["simulated"] is True and data["passed"] is True
+    scenarios = {s["name"]: s for s in data["scenarios"]}
+    assert all(s["simulated"] for s in scenarios.values())
+    assert [scenarios[n]["verdict"] for n in ("baseline", "after_pre_commit")] == ["exactly-once"] * 2
+    restart = scenarios["broker_restart"]
+    assert restart["status"] == "skipped" and "needs a real broker" in restart["verdict"]
+    assert restart["runs"] == []
+    # Markdown: the notice is the first and the last line.
+    lines = (folder / "report.md").read_text().strip().splitlines()
+    assert SIMULATED_NOTICE in lines[0] and SIMULATED_NOTICE in lines[-1]
+    assert "| exactly-once (simulated Kafka) |" in (folder / "report.md").read_text()
+    # Console: the notice is the first and the last line too, with the way to a real broker.
+    printed = [line for line in out.splitlines() if line.strip()]
+    assert printed[0] == printed[-1] == SIMULATED_NOTICE
+    assert printed[1].startswith("No Kafka broker was found (Tried: KAFKA_BOOTSTRAP_SERVERS is not set")
+    assert "To run against a real broker" in out and "--require-broker" in out
+
+
+def test_replay_never_falls_back_to_the_embedded_cluster(capsys, monkeypatch, tmp_path):
+    no_broker_anywhere(monkeypatch)
+    code, _, err = run(capsys, "replay", "--input", "in", "--scenarios", "baseline", "--reports-dir", str(tmp_path))
+    assert code == 2
+    assert "No Kafka broker available" in err
 
 
 def test_demo_on_the_fake_cluster_prints_the_table_and_writes_reports(capsys, tmp_path):
@@ -164,6 +203,7 @@ def test_demo_on_the_fake_cluster_prints_the_table_and_writes_reports(capsys, tm
     folder, data = the_report(tmp_path / "reports")
     assert {p.name for p in folder.iterdir()} == {"report.md", "report.json", "commit-latency.png"}
     assert [s["status"] for s in data["scenarios"]] == ["passed", "passed", "skipped"]
+    assert data["simulated"] is True and data["notice"] == SIMULATED_NOTICE
     # The table as printed, at the fixed width.
     assert "Scenario" in out and "Recovery time" in out and "PASSED" in out
     assert "after_pre_commit" in out and "not applicable" in out

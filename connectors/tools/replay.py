@@ -57,7 +57,13 @@ from typing import Callable, Mapping, Sequence
 
 from connectors.kafka.clients import KafkaClients, TopicPartition
 from connectors.kafka.client_factory import clients_for
-from connectors.tools.broker import TXN_CLEANUP_INTERVAL_KEY, Broker, retry_transient
+from connectors.tools.broker import (
+    REAL_BROKER_HELP,
+    SIMULATED_NOTICE,
+    TXN_CLEANUP_INTERVAL_KEY,
+    Broker,
+    retry_transient,
+)
 from connectors.tools.job_metrics import CheckpointEvent, read_metrics
 from connectors.tools.jobs import JobRun, JobTemplate, RunResult
 from connectors.tools.loader import ensure_topic
@@ -171,16 +177,23 @@ class ReplayResult:
     job_command: str
     seed: int
     scenarios: list[ScenarioResult]
+    #: True when the cluster was the kit's embedded test cluster, not a Kafka broker.
+    simulated: bool = False
 
     @property
     def passed(self) -> bool:
         return all(s.status in (PASSED, SKIPPED) for s in self.scenarios)
 
     def to_json(self) -> dict[str, object]:
+        # On the embedded cluster the notice comes first and last, as on the console.
+        notice = {"notice": SIMULATED_NOTICE, "real_broker": REAL_BROKER_HELP} if self.simulated else {}
         return {
-            "bootstrap": self.bootstrap, "broker": self.broker_origin, "input_topic": self.input_topic,
-            "engine": self.engine, "job_command": self.job_command, "seed": self.seed,
-            "passed": self.passed, "scenarios": [s.to_json() for s in self.scenarios],
+            **notice,
+            "bootstrap": self.bootstrap, "broker": self.broker_origin, "simulated": self.simulated,
+            "input_topic": self.input_topic, "engine": self.engine, "job_command": self.job_command,
+            "seed": self.seed, "passed": self.passed,
+            "scenarios": [{**s.to_json(), "simulated": self.simulated} for s in self.scenarios],
+            **({"closing_notice": SIMULATED_NOTICE} if self.simulated else {}),
         }
 
 
@@ -218,7 +231,8 @@ class Replay:
         order = sorted(opts.scenarios, key=lambda n: n != "baseline")  # baseline first: it times the job
         results = [self._scenario(name, partitions) for name in order]
         return ReplayResult(opts.bootstrap, opts.broker.origin if opts.broker else None, opts.input_topic,
-                            opts.template.engine, opts.template.text, opts.seed, results)
+                            opts.template.engine, opts.template.text, opts.seed, results,
+                            simulated=bool(opts.broker and opts.broker.simulated))
 
     # -- one scenario ------------------------------------------------------------------------------
 
@@ -525,7 +539,7 @@ class Replay:
         # The guardrail wants transaction.timeout.ms >= checkpoint timeout + restart budget.
         flags = ["--transaction-timeout-ms", str(_TXN_TIMEOUT_MS),
                  "--checkpoint-timeout-ms", str(_TXN_TIMEOUT_MS), "--restart-budget-ms", "0"]
-        result.fault = f"transaction.timeout.ms={_TXN_TIMEOUT_MS}, commit delayed {sleep_ms} ms"
+        result.fault = f"transaction.timeout.ms={_TXN_TIMEOUT_MS}, commit delayed {sleep_ms} ms (hit {hit})"
         first = self._start(values, folder, 1, {}, spec, flags).wait(opts.run_timeout_s)
         result.runs.append(first)
         self._progress_event(result.name, first, 1)
