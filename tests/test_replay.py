@@ -337,30 +337,40 @@ def test_the_last_hit_the_replay_may_plan_is_reached_with_input_to_spare(tmp_pat
     assert committed <= 600 - 50, f"only {600 - committed} records were left at the crash"
 
 
-def test_a_held_job_waits_for_its_release(tmp_path):
+@pytest.mark.parametrize("engine", ["inprocess", pytest.param("spark", marks=pytest.mark.spark)])
+def test_a_held_job_waits_for_its_release(tmp_path, engine):
+    """Both examples, as the replay runs them: once the input is processed the job says so in its
+    metrics and stays alive until its hold file exists."""
     from connectors.kafka.client_factory import clients_for
     from connectors.tools.job_metrics import read_metrics
 
+    if engine == "spark":
+        pytest.importorskip("pyspark")
     bootstrap = f"fake-kafka://{tmp_path / 'kafka.db'}"
     clients = clients_for(bootstrap)
     load_input(clients, "in", 30, partitions=1, aborted=0)
     clients.admin().create_topic("out", 1)
     release, metrics = tmp_path / "release", tmp_path / "metrics.jsonl"
-    argv = JobTemplate.for_engine("inprocess").render({
+    argv = JobTemplate.for_engine(engine).render({
         "bootstrap": bootstrap, "input": "in", "output": "out", "checkpoint_dir": str(tmp_path / "chk"),
         "metrics_file": str(metrics), "hold_file": str(release), "checkpoint_interval": "0.2",
         "batch_records": "10"})
     run = JobRun(argv, {}, tmp_path / "run.log")
-    deadline = time.monotonic() + 120
-    while not read_metrics(metrics).held_ms:
-        assert run.running(), run.result.log_tail()
-        assert time.monotonic() < deadline, "the job never reported that it was held"
-        time.sleep(0.05)
-    # Held: everything is committed, and the job is still there for a fault to hit.
-    assert verify(clients, "in", "out").exactly_once
-    assert run.running()
-    release.touch()
-    assert run.wait(120).succeeded
+    try:
+        deadline = time.monotonic() + 300
+        while not read_metrics(metrics).held_ms:
+            assert run.running(), run.result.log_tail()
+            assert time.monotonic() < deadline, "the job never reported that it was held"
+            time.sleep(0.05)
+        # Held: everything is committed, and the job is still there for a fault to hit.
+        assert verify(clients, "in", "out", id_spec="key", output_id_spec="json:id" if engine == "spark" else None
+                      ).exactly_once
+        assert run.running()
+        assert len(read_metrics(metrics).checkpoints) >= 3
+        release.touch()
+        assert run.wait(120).succeeded, run.result.log_tail()
+    finally:
+        run.kill()
 
 
 def test_a_timed_kill_finds_the_job_running_however_fast_it_is(tmp_path, monkeypatch):
