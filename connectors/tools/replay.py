@@ -278,8 +278,7 @@ class Replay:
                   "batch_records": str(opts.batch_records or opts.template.default_batch_records)}
         self._event(f"{name}: {fault}")
         if name in FAILPOINT_SCENARIOS or name == "txn_timeout":
-            first, last, why = self._hit_range()
-            result.notes.append(f"failpoint hits {first} to {last} are reached for certain: {why}.")
+            result.notes.append(self._hit_range()[2])
         if name == "txn_timeout":
             self._run_txn_timeout(result, rng, values, folder)
         else:
@@ -337,7 +336,8 @@ class Replay:
 
     def _hit_range(self) -> tuple[int, int, str]:
         """(first, last, why): failpoint hits that every run of the job reaches before the end of
-        its input, whatever the machine's speed (see the module docstring)."""
+        its input, whatever the machine's speed (see the module docstring), and a sentence for
+        the report saying why."""
         engine = self.options.template.engine
         records, batch = self._input_records, self._batch_records()
         if engine == "inprocess" and records is not None:
@@ -346,23 +346,25 @@ class Replay:
             # hits. Up to one less than the count: a batch of input is still to come.
             count = records // batch
             if count < 2:
-                return 1, 1, (f"the input holds {records} records, fewer than two batches of {batch}: "
-                              "the crash may come after the last record")
+                return 1, 1, (f"Failpoint hit 1: the input holds {records} records, fewer than two batches "
+                              f"of {batch}, so the crash may come after the last record.")
             last = count - 1
-            return min(_FIRST_HIT, last), last, f"{count} checkpoints of {batch} records come before the input ends"
+            first = min(_FIRST_HIT, last)
+            return first, last, (f"Failpoint hits {first} to {last} are reached for certain: the job "
+                                 f"checkpoints after each of the input's {count} batches of {batch} records.")
         if engine == "spark" and records is not None:
             batches = -(-records // batch)
             first, last = _SPARK_HITS
-            why = (f"hit counters are per Python process (write tasks in reused workers, the commit in "
-                   f"its reused runner), and the first two of at least {batches} micro-batches reach hits "
-                   f"{first} and {last}")
             if batches < _SPARK_MIN_BATCHES:
-                return first, first, (f"only {batches} micro-batches of {batch} records: hit {first}, which "
-                                      "may come in the last batch")
-            return first, last, why
+                return first, first, (f"Failpoint hit {first}: only {batches} micro-batches of {batch} records, "
+                                      "so the crash may come in the last one.")
+            return first, last, (f"Failpoint hits {first} to {last} are reached for certain: hits are counted "
+                                 "per Python process (write tasks in reused workers, the commit in its reused "
+                                 f"runner), and the first two of the input's {batches} micro-batches reach them.")
         last = max(_FIRST_HIT + 2, self._baseline_checkpoints // 4)
-        return _FIRST_HIT, last, ("a custom job's checkpoints are unknown: up to a quarter of the baseline's "
-                                  f"{self._baseline_checkpoints} checkpoints; a miss shows as inconclusive")
+        return _FIRST_HIT, last, (f"Failpoint hits {_FIRST_HIT} to {last}: a custom job's checkpoints are unknown, "
+                                  f"so up to a quarter of the baseline's {self._baseline_checkpoints} checkpoints; "
+                                  "a hit the job never reaches shows as inconclusive.")
 
     def _fault_window_s(self) -> tuple[float, float]:
         """Seconds after a run's first committed checkpoint (or its start, for a job that writes
