@@ -142,11 +142,13 @@ def _add_job_options(parser: argparse.ArgumentParser, kills: int) -> None:
     parser.add_argument("--kills", type=_positive_int, default=kills,
                         help=f"kill -9s in the kill9 scenario, one per run (default: {kills})")
     parser.add_argument("--checkpoint-interval", type=float, default=0.2,
-                        help="seconds between checkpoints of the in-process job, {checkpoint_interval} "
-                             "of a job command (default: 0.2)")
+                        help="seconds between time-triggered checkpoints of the in-process job (which also "
+                             "checkpoints after every --batch-records records), {checkpoint_interval} of a "
+                             "job command (default: 0.2)")
     parser.add_argument("--batch-records", type=_positive_int, default=None,
-                        help="records per poll (in-process) or per micro-batch (Spark), {batch_records} "
-                             "of a job command (default: 500 in-process, 2000 Spark)")
+                        help="records per poll and per checkpoint (in-process) or per micro-batch (Spark), "
+                             "{batch_records} of a job command (default: 500 in-process, 2000 Spark); "
+                             "failpoint hits are planned from it")
     parser.add_argument("--run-timeout", type=float, default=600.0,
                         help="seconds one run of the job may take before it is killed (default: 600)")
     parser.add_argument("--reports-dir", type=Path, default=Path("reports"),
