@@ -89,6 +89,7 @@ def test_a_transaction_timeout_is_reported_as_lost_never_silently(matrix):
     s = by_name(result)["txn_timeout"]
     assert s.status == PASSED, (s.verdict, s.notes)
     assert s.verdict.startswith("loss detected and reported")
+    assert s.runs[0].failpoints_fired == ["before_commit"]
     assert all(not run.succeeded and run.transaction_lost for run in s.runs)
     assert s.runs[0].lost_records_reported > 0
     assert s.verify.count("lost_writes") >= s.runs[0].lost_records_reported
