@@ -15,7 +15,9 @@ offset 0 into an output topic of its own:
   is skipped, with the reason in the report;
 - ``spark_alo`` / ``spark_eos``: ``examples/spark_pipeline.py --transform copy --bounded``
   (Trigger.AvailableNow, ``--max-offsets-per-trigger`` records per micro-batch), with the sink in
-  at-least-once and in exactly-once mode.
+  at-least-once and in exactly-once mode;
+- ``spark_eos_s3`` (with ``--state-uri s3://bucket/prefix``): ``spark_eos`` with the sink's state
+  on that object store (``--state-dir``) instead of the local checkpoint folder.
 
 Measured per run (nothing is asserted: the script reports, it does not judge by failing):
 
@@ -70,6 +72,7 @@ from confluent_kafka.admin import AdminClient
 from connectors.kafka.clients import TopicPartition
 from connectors.kafka.client_factory import clients_for
 from connectors.tools.broker import Broker, find_broker
+from twophase.state_storage import open_state_storage
 
 REPO = Path(__file__).resolve().parent.parent
 SPARK_PIPELINE = REPO / "examples" / "spark_pipeline.py"
@@ -77,7 +80,9 @@ RAW_COPY = REPO / "bench" / "raw_copy.py"
 QUIX_COPY = REPO / "bench" / "quix_copy.py"
 #: Holds a sitecustomize that prints the sink's commit-time log lines from Spark's Python workers.
 WORKER_LOGGING = REPO / "bench" / "worker_logging"
-ALL_RUNS = ("raw_alo", "raw_eos", "quix_eos", "spark_alo", "spark_eos")
+ALL_RUNS = ("raw_alo", "raw_eos", "quix_eos", "spark_alo", "spark_eos", "spark_eos_s3")
+#: Runs that need --state-uri (an object store for the sink's state).
+STATE_URI_RUNS = ("spark_eos_s3",)
 MEMORY_RUN = "spark_eos_memory"  # --memory-check-records: spark_eos on a bigger topic
 SUFFIX = b"|copied"
 
@@ -95,7 +100,8 @@ TARGET_OVERHEAD_MS = 50.0
 TARGET_MIN_BATCH = 200_000
 
 COMMITTED_LINE = re.compile(
-    r"batch (\d+) committed: (\d+) transactions, (\d+) records, (\d+) ms")
+    r"batch (\d+) committed: (\d+) transactions, (\d+) records, (\d+) ms"
+    r"(?: \(prepare (\d+), store (\d+), EndTxn (\d+), mark (\d+))?")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 BENCH_PID = os.getpid()
@@ -598,7 +604,11 @@ def _spark_results(run: Run, started: float, sampler: TreeSampler) -> None:
             })
     batches.sort(key=lambda b: b["batch_id"])
     commits = {int(m.group(1)): {"transactions": int(m.group(2)), "records": int(m.group(3)),
-                                 "ms": int(m.group(4))}
+                                 "ms": int(m.group(4)),
+                                 # the parts that read or write the sink's state, and EndTxn
+                                 **({key: int(m.group(i)) for i, key in
+                                     enumerate(("prepare_ms", "store_ms", "endtxn_ms", "mark_ms"), 5)}
+                                    if m.group(5) else {})}
                for m in COMMITTED_LINE.finditer(run.stderr_file.read_text(errors="replace"))}
     for batch in batches:
         if batch["batch_id"] in commits:
@@ -627,6 +637,10 @@ def _spark_results(run: Run, started: float, sampler: TreeSampler) -> None:
         r["peak_rss_after_first_batch_mb"] = round(
             sampler.peak_between(started + first["end_s"], started + batches[-1]["end_s"] + 1) / 2**20, 1)
     commit_ms = [c["ms"] for _, c in sorted(commits.items())]
+    state_ms = [c["prepare_ms"] + c["store_ms"] + c["mark_ms"] for _, c in sorted(commits.items())
+                if "store_ms" in c]
+    if state_ms:
+        r["driver_state_ms_mean"] = _mean(state_ms[1:] or state_ms)
     if commit_ms:
         r["driver_commit_ms"] = commit_ms
         # Like the throughput, the steady state leaves out the first batch (cold clients).
@@ -659,6 +673,7 @@ def summarize(runs: dict[str, Run]) -> dict[str, dict[str, Any]]:
             s[key] = max(values(key), default=None)
         commits = [ms for r in results for ms in (r.get("driver_commit_ms") or [])[1:]]
         s["driver_commit_ms_mean"] = _mean(commits)
+        s["driver_state_ms_mean"] = _median(values("driver_state_ms_mean"))
         s["driver_commit_ms_max"] = max(commits, default=None)
         s["driver_commit_ms_first_batch"] = values("driver_commit_ms") and [c[0] for c in values("driver_commit_ms")]
         growth = [(r["peak_rss_until_first_batch_mb"], r["peak_rss_after_first_batch_mb"]) for r in results
@@ -829,7 +844,7 @@ def print_tables(results: dict[str, Any]) -> None:
                          f"{cfg['master']}"))
     quix = comparison.get("quix_eos_steady_rec_s")
     for column in ("run", "steady rec/s", "EOS vs ALO", "x quix_eos", "rec/s from start", "cold start s", "first batch s",
-                   "batch ms (steady)", "EOS overhead ms/batch", "driver commit ms", "peak RSS / PSS MB",
+                   "batch ms (steady)", "EOS overhead ms/batch", "driver commit ms (state)", "peak RSS / PSS MB",
                    "CPU s run/kafka/rest", "output (dups)"):
         table.add_column(column, justify="left" if column == "run" else "right",
                          no_wrap=column in ("run", "peak RSS / PSS MB", "output (dups)"))
@@ -852,7 +867,9 @@ def print_tables(results: dict[str, Any]) -> None:
             _fmt(r.get("from_start_rec_s")), _fmt(r.get("cold_start_s"), ".1f"),
             _fmt((r["first_batch_ms"] / 1000) if r.get("first_batch_ms") else None, ".1f"),
             _fmt(r.get("steady_batch_ms_mean")), _fmt(overhead, "+.0f") if overhead is not None else "",
-            _fmt(r.get("driver_commit_ms_mean")) if r.get("driver_commit_ms_mean") is not None else "",
+            (_fmt(r.get("driver_commit_ms_mean")) + (f" (state {_fmt(r['driver_state_ms_mean'])})"
+                                                     if r.get("driver_state_ms_mean") is not None else ""))
+            if r.get("driver_commit_ms_mean") is not None else "",
             f"{_fmt(r.get('peak_rss_mb'))} / {_fmt(r.get('peak_pss_mb'))}", cpu_text, check_text,
             style=style)
 
@@ -894,8 +911,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--runs", default=",".join(ALL_RUNS),
-                        help=f"comma-separated subset of {', '.join(ALL_RUNS)}")
+    parser.add_argument("--runs", default=None,
+                        help=f"comma-separated subset of {', '.join(ALL_RUNS)} (default: all; "
+                             f"{', '.join(STATE_URI_RUNS)} only with --state-uri)")
+    parser.add_argument("--state-uri", default=None,
+                        help="an object-store location (s3://bucket/prefix, ...) for spark_eos_s3: the sink's "
+                             "state goes under a fresh prefix of it (deleted afterwards unless --keep); "
+                             "credentials and endpoint from the environment (AWS_ENDPOINT_URL, ...)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="run every selected config this many times (interleaved); medians are compared")
     parser.add_argument("--memory-check-records", type=int, default=0,
@@ -948,8 +970,16 @@ def _spark_env() -> dict[str, str]:
         p for p in (str(WORKER_LOGGING), os.environ.get("PYTHONPATH", "")) if p))
 
 
+def state_location(args: argparse.Namespace, stamp: str, tag: str) -> str:
+    return f"{args.state_uri.rstrip('/')}/bench-{stamp}-{tag}"
+
+
 def selected_runs(args: argparse.Namespace) -> list[str]:
+    if args.runs is None:
+        return [run for run in ALL_RUNS if args.state_uri or run not in STATE_URI_RUNS]
     selected = [name.strip() for name in args.runs.split(",") if name.strip()]
+    if not args.state_uri and set(selected) & set(STATE_URI_RUNS):
+        raise SystemExit(f"{', '.join(sorted(set(selected) & set(STATE_URI_RUNS)))} needs --state-uri")
     unknown = set(selected) - set(ALL_RUNS)
     if unknown:
         raise SystemExit(f"unknown runs {sorted(unknown)}; choose from {', '.join(ALL_RUNS)}")
@@ -966,7 +996,7 @@ def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp
                 continue
             name = config if args.repeat == 1 else f"{config}#{repetition}"
             tag = name.replace("_", "-").replace("#", "-")
-            kind, short = config.split("_")
+            kind, short = config.split("_")[:2]
             guarantee = "exactly_once" if short == "eos" else "at_least_once"
             output = f"bench-{stamp}-{tag}-out"
             run = Run(name, config, repetition, kind, guarantee, output, [], stderr_file=work / f"{tag}.stderr",
@@ -989,6 +1019,8 @@ def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp
             else:
                 run.metrics_file = work / f"{tag}.metrics.jsonl"
                 run.command = _spark_command(args, bootstrap, input_topic, output, guarantee, work, tag)
+                if config in STATE_URI_RUNS:
+                    run.command += ["--state-dir", state_location(args, stamp, tag)]
                 run.env = _spark_env()
             runs[name] = run
     if memory_topic is not None:
@@ -1014,6 +1046,7 @@ def main(argv: list[str] | None = None) -> int:
     input_topic = f"bench-{stamp}-in"
     broker: Broker = find_broker(args.bootstrap)
     topics: list[str] = []
+    runs: dict[str, Run] = {}
     try:
         bootstrap = broker.bootstrap_servers
         pid_match = re.search(r"pid (\d+)", broker.origin)
@@ -1083,6 +1116,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if topics and not args.keep and not broker.owned:
             delete_topics(broker.bootstrap_servers, topics)
+        if args.state_uri and not args.keep:
+            for run in [r for r in runs.values() if r.config in STATE_URI_RUNS]:
+                open_state_storage(run.command[run.command.index("--state-dir") + 1]).delete_folder()
         broker.stop()
         if own_work and not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -3,11 +3,13 @@ checkpointed by the twophase coordinator in one Python process.
 
     python examples/copy_pipeline.py --bootstrap localhost:9092 --input in --output out \
         --checkpoint-dir /tmp/chk --bounded [--failpoint after_pre_commit:exit@3] \
-        [--metrics-file /tmp/metrics.jsonl]
+        [--metrics-file /tmp/metrics.jsonl] [--hold-until /tmp/release]
 
 Each input value is written to the output with a suffix (``--suffix``), keyed like the input, so
 a verifier can match output to input by key. With ``--bounded`` the job stops once it has copied
 everything that was in the input when it started; a restarted job resumes from its checkpoint.
+With ``--hold-until FILE`` it then waits until FILE exists before it exits, so that a fault timed
+by ``kafka-eos replay`` always finds it running (see ``connectors/tools/job_hold.py``).
 
 Expected failures (a missing topic, an unreachable broker, a transaction the broker aborted) end
 the job with exit status 1 and one error line naming the error type, e.g. ``TransactionLostError``,
@@ -32,6 +34,7 @@ from connectors.kafka.errors import KafkaConnectorError
 from connectors.kafka.sink import KafkaSink
 from connectors.kafka.source import KafkaSource, KafkaSourceConfig
 from connectors.kafka.writer import ProducerRecord
+from connectors.tools.job_hold import hold_until
 from connectors.tools.job_metrics import CheckpointMetrics
 from twophase import failpoints
 from twophase.checkpoint_store import FileCheckpointStore
@@ -65,6 +68,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--metrics-file", default=None,
                         help="append one JSON line per committed checkpoint here (for kafka-eos replay)")
     parser.add_argument("--bounded", action="store_true", help="stop at the input's end offsets at start")
+    parser.add_argument("--hold-until", default=None, metavar="FILE",
+                        help="once the input is processed, wait until FILE exists before exiting "
+                             "(kafka-eos replay uses it to land timed faults on a running job)")
     parser.add_argument("--suffix", default="|copied")
     parser.add_argument("--failpoint", action="append", default=[],
                         help=f"NAME:ACTION[@HIT], NAME in {', '.join(failpoints.ALL)}; may repeat")
@@ -124,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
     result = pipeline.run()
     log.info("done: %d records in, %d out, %d restarts, last checkpoint %s",
              result.records_in, result.records_out, result.restarts, result.last_checkpoint_id)
+    hold_until(args.hold_until, args.metrics_file)
     for participant in [source, *sinks]:
         participant.close()
     return 0

@@ -11,7 +11,9 @@ a job on Spark's own Kafka connector is the format name ``kafka-eos``.
 With ``--failpoint`` the whole job (driver JVM, Python workers) dies by SIGKILL at that point of
 the protocol, like a host losing power; run it again with the same checkpoint directory and it
 recovers. ``KAFKA_EOS_TASK_FAILURE_RATE`` / ``KAFKA_EOS_TASK_FAILURE_SEED`` fail the first
-attempt of a seeded share of write tasks, which Spark retries.
+attempt of a seeded share of write tasks, which Spark retries. With ``--hold-until FILE`` a
+bounded run waits, once its input is processed, until FILE exists before it exits, so that a fault
+timed by ``kafka-eos replay`` always finds it running (see ``connectors/tools/job_hold.py``).
 """
 
 from __future__ import annotations
@@ -33,8 +35,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--input", required=True, help="input topic")
     parser.add_argument("--output", required=True, help="output topic")
     parser.add_argument("--checkpoint-dir", required=True, help="the query's checkpointLocation")
+    parser.add_argument("--state-dir", default=None,
+                        help="eos.stateDir, where the sink keeps its state: a path or a URI (s3://, abfss://, "
+                             "gs://, hdfs://); default <checkpoint-dir>/kafka-eos")
     parser.add_argument("--bounded", action="store_true",
                         help="process what is in the input now (Trigger.AvailableNow), then stop")
+    parser.add_argument("--hold-until", default=None, metavar="FILE",
+                        help="with --bounded: once the input is processed, wait until FILE exists before "
+                             "exiting (kafka-eos replay uses it to land timed faults on a running job)")
     parser.add_argument("--max-offsets-per-trigger", type=int, default=200_000)
     parser.add_argument("--trigger-interval", default="0 seconds", help="processing-time trigger when unbounded")
     parser.add_argument("--master", default="local[2,4]",
@@ -127,6 +135,8 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
     )
     if args.transactional_id_prefix:
         writer = writer.option("eos.transactionalIdPrefix", args.transactional_id_prefix)
+    if args.state_dir:
+        writer = writer.option("eos.stateDir", args.state_dir)
     if args.bounded:
         writer = writer.trigger(availableNow=True)
     else:
@@ -178,12 +188,18 @@ def main(argv: list[str] | None = None) -> int:
 
     from connectors.spark import register
     from connectors.spark.writer import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV
+    from connectors.tools.job_hold import hold_until
 
     builder = (
         SparkSession.builder.master(args.master).appName("kafka-eos-example")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.speculation", "false")
+        # Failpoint hit counts live in Python processes: write tasks count in the reused Python
+        # workers, the driver-side commit in its reused runner. kafka-eos replay picks hits 1 and
+        # 2, which a reused worker reaches by the second batch (Spark's default, set here so a
+        # cluster-wide spark-defaults.conf cannot turn it off under the replay).
+        .config("spark.python.worker.reuse", "true")
     )
     # On a cluster, executors do not inherit this process's environment: pass the fault injection on.
     for name in (failpoints.ENV_VAR, failpoints.KILL_GROUP_ENV, TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV):
@@ -205,8 +221,10 @@ def main(argv: list[str] | None = None) -> int:
             # Poll the progress while waiting: recentProgress keeps only the last 100 entries.
             while not query.awaitTermination(1):
                 append_progress(query, args.metrics_file, written)
+            append_progress(query, args.metrics_file, written)
         else:
             query.awaitTermination()
+        hold_until(args.hold_until, args.metrics_file)
     except KeyboardInterrupt:
         query.stop()
     except Exception as exc:

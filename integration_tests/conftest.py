@@ -20,6 +20,16 @@ The other real servers are found or started the same way:
 - ``spark_cluster``, a Spark standalone cluster: ``KAFKA_EOS_SPARK_MASTER`` (``spark://host:port``;
   its executors must run this checkout's Python, and tests that kill executors are skipped), else
   one started from the installed pyspark by ``SparkStandaloneCluster`` (two Workers, one core each).
+
+``s3_bucket`` finds a real S3 server for the tests of the kit's state on object stores, through the
+variables the AWS SDKs read:
+
+- ``AWS_ENDPOINT_URL`` (an S3-compatible server: MinIO, Ceph RGW, ...) with ``AWS_ACCESS_KEY_ID``
+  and ``AWS_SECRET_ACCESS_KEY``: the bucket ``kafka-eos-it`` there (created if missing), or
+- ``KAFKA_EOS_TEST_S3_BUCKET``: a bucket the credentials (any the SDKs find) can write, e.g. on AWS.
+
+Without either, those tests are skipped with that reason. Every test writes under a prefix of its
+own, which it deletes at the end.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +59,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _HERE = Path(__file__).resolve().parent
+# The state crash matrix of tests/ (state_fixtures, memory_system) runs here on a real S3 server too.
+if str(_HERE.parent / "tests") not in sys.path:
+    sys.path.append(str(_HERE.parent / "tests"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -214,3 +228,42 @@ def spark_master(request: pytest.FixtureRequest) -> str | None:
         return None
     cluster: SparkCluster = request.getfixturevalue("spark_cluster")
     return cluster.master_url
+
+
+S3_BUCKET_ENV = "KAFKA_EOS_TEST_S3_BUCKET"
+S3_DEFAULT_BUCKET = "kafka-eos-it"
+
+
+@pytest.fixture(scope="session")
+def s3_bucket() -> str:
+    bucket = os.environ.get(S3_BUCKET_ENV) or (S3_DEFAULT_BUCKET if os.environ.get("AWS_ENDPOINT_URL") else "")
+    if not bucket:
+        pytest.skip(f"no S3 server for the state-on-S3 tests: set AWS_ENDPOINT_URL (an S3-compatible server "
+                    f"such as MinIO or Ceph RGW) with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
+                    f"{S3_BUCKET_ENV} (a bucket on AWS S3 that the credentials can write)")
+    pytest.importorskip("boto3", reason="the state-on-S3 tests need boto3: pip install -e '.[s3]'")
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from twophase.conditional_create import s3_client
+
+    client = s3_client(os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"))
+    try:
+        client.head_bucket(Bucket=bucket)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket", "NotFound"):
+            raise
+        client.create_bucket(Bucket=bucket)
+    except BotoCoreError as exc:
+        pytest.skip(f"the S3 server at {client.meta.endpoint_url} does not answer: {exc}")
+    log.info("state-on-S3 tests use s3://%s at %s", bucket, client.meta.endpoint_url)
+    return bucket
+
+
+@pytest.fixture
+def s3_prefix(s3_bucket: str, unique_name: Callable[[str], str]) -> Iterator[str]:
+    """``s3://<bucket>/<a prefix of this test>``, deleted afterwards."""
+    from twophase.state_storage import open_state_storage
+
+    uri = f"s3://{s3_bucket}/{unique_name('state')}"
+    yield uri
+    open_state_storage(uri).delete_folder()

@@ -1,6 +1,11 @@
 """The kafka-eos console script: exit statuses, reports, and a clear message (never a traceback)
-for every expected bad input."""
+for every expected bad input.
 
+Nothing here depends on the terminal pytest runs in: the CLI's consoles are replaced by fixed-width
+ones writing to memory (no TTY, 200 columns, as in CI), and verdicts are read from the JSON report
+where there is one."""
+
+import io
 import json
 import os
 import subprocess
@@ -8,11 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from connectors.kafka.errors import KafkaConnectorError
 from kafka_testkit.fake_cluster import FakeKafkaClients
 from connectors.tools import broker as broker_module
 from connectors.tools import cli, jobs
+from connectors.tools.broker import SIMULATED_NOTICE
 from connectors.tools.loader import load_input
 from kafka_fixtures import produce_committed, read_all
 
@@ -34,11 +41,33 @@ def copy_all(fake, skip=(), extra=()):
                       txn_id="copier")
 
 
+@pytest.fixture(autouse=True)
+def consoles(monkeypatch):
+    """The CLI's stdout and stderr consoles, 200 columns wide and not a terminal, wherever pytest
+    runs (rich would otherwise use the terminal's width, or 80 columns without one)."""
+    out, err = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(cli, "out", Console(file=out, width=200))
+    monkeypatch.setattr(cli, "err", Console(file=err, width=200, log_path=False))
+    return out, err
+
+
 def run(capsys, *argv):
     code = cli.main(list(argv))
     captured = capsys.readouterr()
-    assert "Traceback" not in captured.err + captured.out
-    return code, captured.out, captured.err
+    out, err = cli.out.file.getvalue(), cli.err.file.getvalue()
+    assert "Traceback" not in captured.err + captured.out + out + err
+    return code, out, err
+
+
+def no_broker_anywhere(monkeypatch):
+    for name in ("KAFKA_BOOTSTRAP_SERVERS", "KAFKA_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(broker_module, "_docker_answers", lambda: False)
+
+
+def the_report(reports_dir):
+    (folder,) = [p for p in Path(reports_dir).iterdir() if p.name != "work"]
+    return folder, json.loads((folder / "report.json").read_text())
 
 
 def test_verify_passes_a_faithful_copy_and_writes_the_json_report(fake, capsys, tmp_path):
@@ -119,41 +148,86 @@ def test_an_unreachable_broker_fails_fast_with_a_clear_message():
     assert "Traceback" not in result.stderr
 
 
-def test_demo_without_any_broker_says_exactly_what_to_provide(capsys, monkeypatch, tmp_path):
-    for name in ("KAFKA_BOOTSTRAP_SERVERS", "KAFKA_HOME"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(broker_module, "_docker_answers", lambda: False)
-    code, _, err = run(capsys, "demo", "--reports-dir", str(tmp_path))
+def test_demo_that_requires_a_broker_says_exactly_what_to_provide(capsys, monkeypatch, tmp_path):
+    no_broker_anywhere(monkeypatch)
+    code, _, err = run(capsys, "demo", "--require-broker", "--reports-dir", str(tmp_path))
     assert code == 2
     for what in ("KAFKA_BOOTSTRAP_SERVERS=host:port", "Docker engine", "KAFKA_HOME=<path>", "Kafka 4.x"):
         assert what in err
     assert "no Docker engine answered; KAFKA_HOME is not set" in err
+    assert not any(tmp_path.glob("*/report.json"))
+
+
+def test_demo_without_any_broker_runs_on_the_embedded_cluster_loudly_labelled(capsys, monkeypatch, tmp_path):
+    no_broker_anywhere(monkeypatch)
+    code, out, _ = run(capsys, "demo", "--engine", "inprocess", "--records", "1500", "--batch-records", "50",
+                       "--scenarios", "baseline,after_pre_commit,broker_restart",
+                       "--reports-dir", str(tmp_path / "reports"))
+    assert code == 0, out
+    folder, data = the_report(tmp_path / "reports")
+    # JSON: the notice first and last, every scenario labelled, the real-broker way named.
+    keys = list(data)
+    assert (keys[0], keys[-1]) == ("notice", "closing_notice")
+    assert data["notice"] == data["closing_notice"] == SIMULATED_NOTICE
+    assert "KAFKA_BOOTSTRAP_SERVERS" in data["real_broker"] and "KAFKA_HOME" in data["real_broker"]
+    assert data["simulated"] is True and data["passed"] is True
+    scenarios = {s["name"]: s for s in data["scenarios"]}
+    assert all(s["simulated"] for s in scenarios.values())
+    assert [scenarios[n]["verdict"] for n in ("baseline", "after_pre_commit")] == ["exactly-once"] * 2
+    restart = scenarios["broker_restart"]
+    assert restart["status"] == "skipped" and "needs a real broker" in restart["verdict"]
+    assert restart["runs"] == []
+    # Markdown: the notice is the first and the last line.
+    lines = (folder / "report.md").read_text().strip().splitlines()
+    assert SIMULATED_NOTICE in lines[0] and SIMULATED_NOTICE in lines[-1]
+    assert "| exactly-once (simulated Kafka) |" in (folder / "report.md").read_text()
+    # Console: the notice is the first and the last line too, with the way to a real broker.
+    printed = [line for line in out.splitlines() if line.strip()]
+    assert printed[0] == printed[-1] == SIMULATED_NOTICE
+    assert printed[1].startswith("No Kafka broker was found (Tried: KAFKA_BOOTSTRAP_SERVERS is not set")
+    assert "To run against a real broker" in out and "--require-broker" in out
+
+
+def test_replay_never_falls_back_to_the_embedded_cluster(capsys, monkeypatch, tmp_path):
+    no_broker_anywhere(monkeypatch)
+    code, _, err = run(capsys, "replay", "--input", "in", "--scenarios", "baseline", "--reports-dir", str(tmp_path))
+    assert code == 2
+    assert "No Kafka broker available" in err
 
 
 def test_demo_on_the_fake_cluster_prints_the_table_and_writes_reports(capsys, tmp_path):
     code, out, _ = run(capsys, "demo", "--bootstrap", f"fake-kafka://{tmp_path / 'kafka.db'}", "--records", "1500",
-                       "--engine", "inprocess", "--scenarios", "baseline,after_pre_commit,task_failures", "--checkpoint-interval", "0.02",
+                       "--engine", "inprocess", "--scenarios", "baseline,after_pre_commit,task_failures",
                        "--batch-records", "50", "--reports-dir", str(tmp_path / "reports"))
     assert code == 0, out
+    folder, data = the_report(tmp_path / "reports")
+    assert {p.name for p in folder.iterdir()} == {"report.md", "report.json", "commit-latency.png"}
+    assert [s["status"] for s in data["scenarios"]] == ["passed", "passed", "skipped"]
+    assert data["simulated"] is True and data["notice"] == SIMULATED_NOTICE
+    # The table as printed, at the fixed width.
     assert "Scenario" in out and "Recovery time" in out and "PASSED" in out
     assert "after_pre_commit" in out and "not applicable" in out
-    (folder,) = [p for p in (tmp_path / "reports").iterdir() if p.name != "work"]
-    assert {p.name for p in folder.iterdir()} == {"report.md", "report.json", "commit-latency.png"}
-    data = json.loads((folder / "report.json").read_text())
-    assert [s["status"] for s in data["scenarios"]] == ["passed", "passed", "skipped"]
 
 
 def test_replay_exits_1_when_a_scenario_is_not_exactly_once(capsys, tmp_path):
+    """The example without transactions, checkpointing every 50 records: the crash after a
+    pre-commit always comes after records were flushed, so they are always duplicated."""
     bootstrap = f"fake-kafka://{tmp_path / 'kafka.db'}"
     command = ("{python} {examples}/copy_pipeline.py --bootstrap {bootstrap} --input {input} --output {output} "
                "--checkpoint-dir {checkpoint_dir} --bounded --delivery-guarantee at_least_once "
-               "--max-poll-records 50 --checkpoint-interval 0.02 --metrics-file {metrics_file}")
-    code, out, _ = run(capsys, "replay", "--bootstrap", bootstrap, "--input", "in", "--load", "1000",
-                       "--job-command", command, "--scenarios", "baseline,after_pre_commit",
-                       "--reports-dir", str(tmp_path / "reports"))
+               "--max-poll-records 50 --checkpoint-every-records 50 --checkpoint-interval 3600 "
+               "--metrics-file {metrics_file}")
+    code, _, _ = run(capsys, "replay", "--bootstrap", bootstrap, "--input", "in", "--load", "1000",
+                     "--job-command", command, "--scenarios", "baseline,after_pre_commit",
+                     "--reports-dir", str(tmp_path / "reports"))
     assert code == 1
-    assert "NOT exactly-once" in out and "FAILED" in out
-    assert len(list((tmp_path / "reports").glob("*/report.md"))) == 1
+    _folder, data = the_report(tmp_path / "reports")
+    baseline, crash = data["scenarios"]
+    assert baseline["status"] == "passed"
+    assert crash["runs"][0]["failpoints_fired"] == ["after_pre_commit"]
+    assert crash["status"] == "failed" and crash["verdict"].startswith("NOT exactly-once")
+    assert crash["verify"]["anomalies"]["duplicates"]["records"] > 0
+    assert data["passed"] is False
 
 
 def test_replay_of_a_missing_input_topic_says_how_to_load_one(fake, capsys, tmp_path):
@@ -183,7 +257,7 @@ def test_bad_replay_options(fake, capsys, tmp_path, argv, message):
     except SystemExit as exit_info:
         code = exit_info.code
     assert code == 2
-    assert message in capsys.readouterr().err
+    assert message in capsys.readouterr().err + cli.err.file.getvalue()  # argparse, or the CLI
 
 
 def test_load_writes_unique_ids(capsys, tmp_path):

@@ -1,5 +1,9 @@
 """kafka-eos replay over the fake cluster: a small scenario matrix with the in-process example job
-run as real subprocesses, plus the checks that make a bad job fail."""
+run as real subprocesses, plus the checks that make a bad job fail.
+
+No test here wins a race with the clock: failpoint hits are ones the input is certain to reach
+(the in-process engine checkpoints every `batch_records` records), and timed faults land on a
+job that is held, once its input is processed, until the fault has been delivered."""
 
 import json
 import os
@@ -23,7 +27,7 @@ MATRIX = ["baseline", "after_pre_commit", "mid_commit", "during_restore", "kill9
 
 def options(tmp, bootstrap, **overrides):
     settings = dict(bootstrap=bootstrap, input_topic="in", template=JobTemplate.for_engine("inprocess"),
-                    work_dir=tmp / "work", seed=3, checkpoint_interval=0.02, batch_records=50, kills=1,
+                    work_dir=tmp / "work", seed=3, batch_records=50, kills=1,
                     run_timeout_s=120, broker_downtime_s=1.0)
     settings.update(overrides)
     return ReplayOptions(**settings)
@@ -36,7 +40,7 @@ def matrix(tmp_path_factory):
     from connectors.kafka.client_factory import clients_for
 
     load_input(clients_for(broker.bootstrap_servers), "in", RECORDS, partitions=3, aborted=20)
-    result = Replay(options(tmp, broker.bootstrap_servers, scenarios=MATRIX, broker=broker)).run()
+    result = Replay(options(tmp, broker.bootstrap_servers, scenarios=MATRIX, broker=broker, batch_records=100)).run()
     return tmp, result
 
 
@@ -85,6 +89,7 @@ def test_a_transaction_timeout_is_reported_as_lost_never_silently(matrix):
     s = by_name(result)["txn_timeout"]
     assert s.status == PASSED, (s.verdict, s.notes)
     assert s.verdict.startswith("loss detected and reported")
+    assert s.runs[0].failpoints_fired == ["before_commit"]
     assert all(not run.succeeded and run.transaction_lost for run in s.runs)
     assert s.runs[0].lost_records_reported > 0
     assert s.verify.count("lost_writes") >= s.runs[0].lost_records_reported
@@ -106,6 +111,16 @@ def test_reports_are_written(matrix):
     assert len(rows) == len(MATRIX) and all(len(row) == len(COLUMNS) for row in rows)
 
 
+# The example without transactions, as a custom job. Its checkpoints come every 50 records (and
+# once on its timer, at the start), so the baseline's checkpoint count, from which the replay plans
+# a custom job's hits, is the same on every machine, and every planned pre-commit flushes records.
+AT_LEAST_ONCE_JOB = (
+    "{python} {examples}/copy_pipeline.py --bootstrap {bootstrap} --input {input} --output {output} "
+    "--checkpoint-dir {checkpoint_dir} --bounded --delivery-guarantee at_least_once "
+    "--max-poll-records 50 --checkpoint-every-records 50 --checkpoint-interval 3600 "
+    "--metrics-file {metrics_file}")
+
+
 def test_an_at_least_once_job_is_caught(tmp_path):
     """Replay must be able to fail: the same job without transactions duplicates records when it
     crashes after flushing and before its checkpoint completes."""
@@ -113,15 +128,12 @@ def test_an_at_least_once_job_is_caught(tmp_path):
     from connectors.kafka.client_factory import clients_for
 
     load_input(clients_for(broker.bootstrap_servers), "in", 1000, partitions=2, aborted=0)
-    template = JobTemplate.custom(
-        "{python} {examples}/copy_pipeline.py --bootstrap {bootstrap} --input {input} --output {output} "
-        "--checkpoint-dir {checkpoint_dir} --bounded --delivery-guarantee at_least_once "
-        "--max-poll-records {batch_records} --checkpoint-interval {checkpoint_interval} "
-        "--metrics-file {metrics_file}")
+    template = JobTemplate.custom(AT_LEAST_ONCE_JOB)
     result = Replay(options(tmp_path, broker.bootstrap_servers, template=template,
                             scenarios=["baseline", "after_pre_commit", "txn_timeout"])).run()
     baseline, crash, timeout = result.scenarios
     assert baseline.status == PASSED
+    assert crash.runs[0].failpoints_fired == ["after_pre_commit"], crash.notes
     assert crash.status == FAILED and crash.verdict.startswith("NOT exactly-once")
     assert crash.verify.count("duplicates") > 0
     assert timeout.status == SKIPPED and "--transaction-timeout-ms" in timeout.verdict
@@ -269,10 +281,108 @@ def test_metrics_files_of_both_engines_are_read(tmp_path):
         '"records":50}\n'
         '{"batchId": 3, "numInputRows": 2000, "durationMs": {"triggerExecution": 2582}, '
         '"timestamp": "2026-11-22T03:17:50.153Z"}\n'
+        '{"event":"held","pid":7,"time_ms":5000}\n'
         '{"event":"checkpoint","pid":7,"checkpo'  # torn by a kill
     )
     ours, spark = read_metrics(path).checkpoints
     assert (ours.checkpoint_id, ours.latency_ms, ours.records) == (2, 40, 50)
     assert (spark.checkpoint_id, spark.latency_ms, spark.records) == (3, 2582, 2000)
     assert spark.trigger_ms == 1795317470153
+    assert read_metrics(path).held_after(4000) == 5000 and read_metrics(path).held_after(5001) is None
     assert read_metrics(tmp_path / "absent.jsonl").checkpoints == []
+
+
+def test_failpoint_hits_are_planned_from_the_input_and_the_batch_size(tmp_path):
+    def hits(engine, records, batch):
+        template = JobTemplate.for_engine(engine) if engine != "custom" else JobTemplate.custom(AT_LEAST_ONCE_JOB)
+        replay = Replay(options(tmp_path, f"fake-kafka://{tmp_path / 'kafka.db'}", template=template,
+                                batch_records=batch))
+        replay._input_records = records
+        return replay._hit_range()[:2]
+
+    # In-process: one checkpoint per batch, and a crash at most one batch before the end.
+    assert hits("inprocess", 4000, 50) == (3, 79)
+    assert hits("inprocess", 150, 50) == (2, 2)
+    assert hits("inprocess", 60, 50) == (1, 1)
+    # Spark: per-process hit counters, so hits 1 and 2 only, with three batches or more.
+    assert hits("spark", 20_000, 2000) == (1, 2)
+    assert hits("spark", 3000, 2000) == (1, 1)
+    # A custom job: from the baseline's checkpoints (none measured here).
+    assert hits("custom", 1000, 50) == (3, 5)
+
+
+@pytest.mark.parametrize("failpoint", ["before_pre_commit", "after_pre_commit", "after_checkpoint_stored",
+                                       "before_commit", "mid_commit", "after_commit"])
+def test_the_last_hit_the_replay_may_plan_is_reached_with_input_to_spare(tmp_path, failpoint):
+    """The in-process engine's template, as the replay runs it, at the far end of the hit range:
+    the crash comes for certain, with at least one batch of input still unprocessed."""
+    from connectors.kafka.client_factory import clients_for
+
+    bootstrap = f"fake-kafka://{tmp_path / 'kafka.db'}"
+    clients = clients_for(bootstrap)
+    load_input(clients, "in", 600, partitions=3, aborted=10)
+    clients.admin().create_topic("out", 3)
+    replay = Replay(options(tmp_path, bootstrap))
+    replay._input_records = 600
+    _first, last, _why = replay._hit_range()
+    assert last == 600 // 50 - 1
+    release = tmp_path / "release"
+    release.touch()
+    argv = replay.options.template.render({
+        "bootstrap": bootstrap, "input": "in", "output": "out", "checkpoint_dir": str(tmp_path / "chk"),
+        "metrics_file": str(tmp_path / "metrics.jsonl"), "hold_file": str(release),
+        "checkpoint_interval": "0.2", "batch_records": "50"}, ["--failpoint", f"{failpoint}:exit@{last}"])
+    run = JobRun(argv, {}, tmp_path / "run.log").wait(120)
+    assert run.exit_code == 137 and run.failpoints_fired == [failpoint], run.log_tail()
+    committed = verify(clients, "in", "out").counts["output_records"]
+    assert committed <= 600 - 50, f"only {600 - committed} records were left at the crash"
+
+
+@pytest.mark.parametrize("engine", ["inprocess", pytest.param("spark", marks=pytest.mark.spark)])
+def test_a_held_job_waits_for_its_release(tmp_path, engine):
+    """Both examples, as the replay runs them: once the input is processed the job says so in its
+    metrics and stays alive until its hold file exists."""
+    from connectors.kafka.client_factory import clients_for
+    from connectors.tools.job_metrics import read_metrics
+
+    if engine == "spark":
+        pytest.importorskip("pyspark")
+    bootstrap = f"fake-kafka://{tmp_path / 'kafka.db'}"
+    clients = clients_for(bootstrap)
+    load_input(clients, "in", 30, partitions=1, aborted=0)
+    clients.admin().create_topic("out", 1)
+    release, metrics = tmp_path / "release", tmp_path / "metrics.jsonl"
+    argv = JobTemplate.for_engine(engine).render({
+        "bootstrap": bootstrap, "input": "in", "output": "out", "checkpoint_dir": str(tmp_path / "chk"),
+        "metrics_file": str(metrics), "hold_file": str(release), "checkpoint_interval": "0.2",
+        "batch_records": "10"})
+    run = JobRun(argv, {}, tmp_path / "run.log")
+    try:
+        deadline = time.monotonic() + 300
+        while not read_metrics(metrics).held_ms:
+            assert run.running(), run.result.log_tail()
+            assert time.monotonic() < deadline, "the job never reported that it was held"
+            time.sleep(0.05)
+        # Held: everything is committed, and the job is still there for a fault to hit.
+        assert verify(clients, "in", "out", id_spec="key", output_id_spec="json:id" if engine == "spark" else None
+                      ).exactly_once
+        assert run.running()
+        assert len(read_metrics(metrics).checkpoints) >= 3
+        release.touch()
+        assert run.wait(120).succeeded, run.result.log_tail()
+    finally:
+        run.kill()
+
+
+def test_a_timed_kill_finds_the_job_running_however_fast_it_is(tmp_path, monkeypatch):
+    """30 records take the job a few milliseconds, and each kill comes a second after the run's
+    first commit: the hold keeps every run alive until it is killed."""
+    bootstrap = f"fake-kafka://{tmp_path / 'kafka.db'}"
+    from connectors.kafka.client_factory import clients_for
+
+    load_input(clients_for(bootstrap), "in", 30, partitions=1, aborted=0)
+    monkeypatch.setattr(Replay, "_fault_window_s", lambda self: (1.0, 1.0))
+    result = Replay(options(tmp_path, bootstrap, scenarios=["kill9"], kills=2, batch_records=10)).run()
+    (kill9,) = result.scenarios
+    assert [run.killed for run in kill9.runs] == [True, True, False]
+    assert kill9.status == PASSED and kill9.verdict == "exactly-once", kill9.notes

@@ -134,6 +134,40 @@ def test_stored_but_unconfirmed_batch_is_recommitted_before_the_replay(spark, fa
     assert_exactly_once(fake, values)
 
 
+def test_a_restart_on_an_empty_state_fails_instead_of_replaying(spark, fake, tmp_path):
+    # The driver moved and its eos.stateDir (a local disk) stayed behind: run 2 has state B.
+    values = load(fake, 900)
+    checkpoint = tmp_path / "chk"
+    query = start_copy(spark, fake, checkpoint, **{"eos.stateDir": str(tmp_path / "state-a")})
+    query.processAllAvailable()
+    query.stop()
+    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    drop_commit_log_entry(checkpoint, last)  # died after the sink's commit, before Spark's log
+    query = start_copy(spark, fake, checkpoint, **{"eos.stateDir": str(tmp_path / "state-b")})
+    with pytest.raises(Exception, match=r"lost state.*committed batches up to"):
+        query.processAllAvailable()
+    query.stop()
+    assert_exactly_once(fake, values)
+
+
+def test_a_reset_checkpoint_with_its_state_kept_is_refused(spark, fake, tmp_path):
+    import shutil
+
+    values = load(fake, 600)
+    state = {"eos.stateDir": str(tmp_path / "state")}
+    query = start_copy(spark, fake, tmp_path / "chk", **state)
+    query.processAllAvailable()
+    query.stop()
+    written = len(read_all(fake, "out"))
+    shutil.rmtree(tmp_path / "chk")
+    query = start_copy(spark, fake, tmp_path / "chk", **state)
+    with pytest.raises(Exception, match=r"belongs to spark-streaming-query .*not to spark-streaming-query"):
+        query.processAllAvailable()
+    query.stop()
+    assert len(read_all(fake, "out")) == written
+    assert_exactly_once(fake, values)
+
+
 def test_batch_write_and_bounded_batch_read(spark, fake, tmp_path):
     rows = [(f"k{i}".encode(), f"v{i}".encode()) for i in range(200)]
     df = spark.createDataFrame(rows, "key binary, value binary").repartition(3)

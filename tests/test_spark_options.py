@@ -92,7 +92,12 @@ def test_sink_our_options():
 @pytest.mark.parametrize("options, fragment", [
     ({"eos.deliveryGuarantee": "twice"}, "eos.deliveryGuarantee: delivery guarantee must be one of exactly_once"),
     ({"eos.transactionTimeoutMs": "700000", "kafka.transaction.timeout.ms": "800000"}, "disagree"),
-    ({"checkpointLocation": "s3a://bucket/chk"}, "local or mounted POSIX filesystem"),
+    ({"checkpointLocation": "wasbs://c@acct.blob.core.windows.net/chk"},
+     r"option checkpointLocation: .*the scheme 'wasbs' is not supported. Azure Blob Storage is served through ABFS"),
+    ({"eos.stateDir": "ftp://host/state"}, r"option eos.stateDir: .*'ftp' is not supported.*s3://bucket/path"),
+    ({"eos.stateDir": "s3a:///no-bucket"}, r"option eos.stateDir: .*names no bucket"),
+    ({"eos.adoptExistingQuery": "yes"}, "option eos.adoptExistingQuery must be true or false"),
+    ({"eos.queryId": "q"}, "eos.queryId is for batch writes"),
     ({"kafka.transactional.id": "x"}, "kafka.transactional.id is not supported"),
     ({"eos.checkpointId": "3"}, "eos.checkpointId is for batch writes"),
     ({"topicc": "x"}, r"unknown kafka-eos sink option\(s\) \['topicc'\]"),
@@ -102,9 +107,35 @@ def test_bad_sink_options(options, fragment):
         sink(**options)
 
 
+@pytest.mark.parametrize("checkpoint, state_dir, expected", [
+    ("s3a://bucket/chk/q1", None, "s3://bucket/chk/q1/kafka-eos"),
+    ("s3://bucket/chk/q1/", None, "s3://bucket/chk/q1/kafka-eos"),
+    ("abfss://c@acct.dfs.core.windows.net/chk", None, "abfss://c@acct.dfs.core.windows.net/chk/kafka-eos"),
+    ("gs://bucket/chk", None, "gs://bucket/chk/kafka-eos"),
+    ("hdfs://nn:8020/chk", None, "hdfs://nn:8020/chk/kafka-eos"),
+    ("dbfs:/chk/q1", None, "/dbfs/chk/q1/kafka-eos"),
+    ("file:///tmp/chk-f", None, "/tmp/chk-f/kafka-eos"),
+    ("/tmp/chk-a", "s3a://bucket/state", "s3://bucket/state"),
+])
+def test_state_follows_the_checkpoint_location_on_any_filesystem(checkpoint, state_dir, expected):
+    extra = {"eos.stateDir": state_dir} if state_dir else {}
+    parsed = sink(checkpointLocation=checkpoint, **extra)
+    assert parsed.state_dir == expected
+    assert parsed.streaming and parsed.checkpoint_location == sink(checkpointLocation=checkpoint).checkpoint_location
+
+
+def test_spark_scheme_aliases_keep_the_transactional_id_prefix():
+    # s3a:// and s3:// name the same objects: the same state, so the same transactional ids.
+    assert sink(checkpointLocation="s3a://b/chk").config.transactional_id_prefix == \
+        sink(checkpointLocation="s3://b/chk").config.transactional_id_prefix
+
+
 def test_streaming_sink_needs_a_checkpoint_location():
     with pytest.raises(KafkaEosOptionError, match="needs the query's checkpointLocation"):
         parse_sink_options(lower({**BOOT, "topic": "out"}), streaming=True)
+    # Even with eos.stateDir: the query id, which the state is bound to, lives in checkpointLocation.
+    with pytest.raises(KafkaEosOptionError, match="bound to the query id"):
+        parse_sink_options(lower({**BOOT, "topic": "out", "eos.stateDir": "/tmp/s"}), streaming=True)
 
 
 def test_batch_sink_has_a_durable_default_state_dir():

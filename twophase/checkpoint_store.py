@@ -1,12 +1,26 @@
-"""The completed-checkpoint store: ``<dir>/chk-<id>/_metadata`` on a local (or mounted) filesystem.
+"""The completed-checkpoint store: write-once files in a state directory on any filesystem.
 
 Like Flink's CompletedCheckpointStore it keeps the newest ``retained_checkpoints`` and subsumes
-older ones only once a newer one is durable. It also keeps two things Flink keeps elsewhere:
+older ones only once a newer one is durable. The directory (a local path or a URI, see
+:mod:`twophase.state_storage`) holds:
 
+- ``chk-<id>/_metadata``: the completed checkpoint (versioned, checksummed; :mod:`twophase.checkpoint`);
 - ``chk-<id>/_committed``: written once every participant confirmed the commit of checkpoint
   ``id``; recovery re-commits a checkpoint's transactions only when this marker is missing;
-- ``_checkpoint_counter``: the next checkpoint id, so ids are never reused across restarts, even
-  ids of checkpoints that never completed (their transactions may still linger on the broker).
+- ``chk-<id>/_reserved``: an id this store's coordinator chose itself, taken before anything is
+  done under it, so ids are never reused across restarts, even ids of checkpoints that never
+  completed (their transactions may still linger on the broker);
+- ``_owner``: the job the state belongs to (:mod:`twophase.state_owner`).
+
+Every file is created once, with a conditional create, and never rewritten; the newest state is
+found by listing. The design doc (design/exactly-once-protocol.md, "State on any filesystem")
+argues why a crash between any two of these writes is safe.
+
+A store instance lists the directory on first use and then keeps that listing up to date with its
+own writes, the way Flink's store keeps its checkpoints in memory and reads the storage only when
+it is created for a recovery; checkpoints it has read or written are kept too (a file written once
+never changes). :meth:`refresh` forgets both. Another writer of the same directory is caught by
+the conditional creates, not by the listing.
 """
 
 from __future__ import annotations
@@ -15,143 +29,242 @@ import json
 import logging
 import os
 import re
-import shutil
-from pathlib import Path
+from dataclasses import dataclass, field
 
 from twophase.checkpoint import CompletedCheckpoint, CorruptCheckpointError, decode, encode
-from twophase.durable_file import fsync_directory, write_atomically
+from twophase.state_owner import OWNER_FILE, StateOwner, decode_owner, encode_owner
+from twophase.state_storage import StateStorage, open_state_storage
 
 log = logging.getLogger(__name__)
 
 METADATA_FILE = "_metadata"
 COMMITTED_MARKER = "_committed"
-COUNTER_FILE = "_checkpoint_counter"
-_CHK_DIR = re.compile(r"^chk-(\d+)$")
+RESERVED_MARKER = "_reserved"
+#: Written by versions before the write-once layout; read (never written) so their ids go on.
+LEGACY_COUNTER_FILE = "_checkpoint_counter"
+_CHECKPOINT_KEY = re.compile(r"^chk-(\d+)/(.+)$")
+
+
+class CheckpointExistsError(FileExistsError):
+    """Checkpoint ``id`` is already stored: another writer (a second or zombie driver of the same
+    job) stored it first. What it stored stays; this writer must not commit."""
 
 
 def validate_retained(retained_checkpoints: int) -> None:
-    if not isinstance(retained_checkpoints, int) or retained_checkpoints < 1:
+    if not isinstance(retained_checkpoints, int) or isinstance(retained_checkpoints, bool) \
+            or retained_checkpoints < 1:
         raise ValueError(
             f"retained_checkpoints must be an integer >= 1, got {retained_checkpoints!r}"
         )
 
 
-def ensure_writable_directory(directory: Path, what: str) -> None:
-    """Fail at start, not at the first checkpoint, when ``directory`` cannot take our files."""
+def ensure_writable_directory(location: str | os.PathLike[str], what: str) -> None:
+    """Fail at start, not at the first checkpoint, when ``location`` cannot take our files."""
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        probe = directory / f".write-probe-{os.getpid()}"
-        write_atomically(probe, b"probe")
-        probe.unlink()
-    except OSError as exc:
-        raise ValueError(f"{what} {str(directory)!r} is not a writable directory: {exc}") from exc
+        open_state_storage(location).check_writable()
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from exc
+
+
+def checkpoint_folder(checkpoint_id: int) -> str:
+    return f"chk-{checkpoint_id}"
+
+
+@dataclass
+class _Listing:
+    """What one listing of the directory says, kept up to date with this store's own writes."""
+
+    keys_by_id: dict[int, set[str]] = field(default_factory=dict)
+    legacy_next_id: int | None = None
+
+    def ids_with(self, name: str) -> set[int]:
+        return {cid for cid, names in self.keys_by_id.items() if name in names}
+
+    def add(self, checkpoint_id: int, name: str) -> None:
+        self.keys_by_id.setdefault(checkpoint_id, set()).add(name)
 
 
 class FileCheckpointStore:
-    def __init__(self, directory: str | os.PathLike[str], retained_checkpoints: int = 3) -> None:
+    def __init__(self, directory: str | os.PathLike[str] | StateStorage, retained_checkpoints: int = 3,
+                 *, check_writable: bool = True) -> None:
+        """``directory``: a path, a URI (``s3://``, ``gs://``, ``abfss://``, ``hdfs://``, ...) or a
+        StateStorage. ``check_writable`` probes it now (a create, a second create that must be
+        refused, a delete); callers that open the store for every batch probe once instead."""
         validate_retained(retained_checkpoints)
-        self.directory = Path(directory)
+        self.storage = directory if isinstance(directory, StateStorage) else open_state_storage(directory)
+        self.directory = self.storage.uri
         self.retained_checkpoints = retained_checkpoints
-        ensure_writable_directory(self.directory, "checkpoint directory")
+        self._listing: _Listing | None = None
+        self._loaded: dict[int, CompletedCheckpoint] = {}
+        if check_writable:
+            self.check_writable()
 
-    # -- paths ---------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"FileCheckpointStore({self.directory!r})"
 
-    def checkpoint_path(self, checkpoint_id: int) -> Path:
-        return self.directory / f"chk-{checkpoint_id}"
+    def check_writable(self) -> None:
+        self.storage.check_writable()
 
-    def checkpoint_ids(self) -> list[int]:
-        """Ids of every ``chk-<id>`` folder, valid or not, ascending."""
-        ids = []
-        for entry in self.directory.iterdir():
-            match = _CHK_DIR.match(entry.name)
-            if match and entry.is_dir():
-                ids.append(int(match.group(1)))
-        return sorted(ids)
+    def refresh(self) -> None:
+        """Forget the listing and the checkpoints read; the next call lists the directory again."""
+        self._listing = None
+        self._loaded.clear()
+
+    def location(self, checkpoint_id: int, name: str = METADATA_FILE) -> str:
+        return self.storage.location(f"{checkpoint_folder(checkpoint_id)}/{name}")
+
+    def _scan(self) -> _Listing:
+        if self._listing is not None:
+            return self._listing
+        listing = _Listing()
+        legacy_counter = False
+        for key in self.storage.list_keys():
+            match = _CHECKPOINT_KEY.match(key)
+            if match:
+                listing.add(int(match.group(1)), match.group(2))
+            elif key == LEGACY_COUNTER_FILE:
+                legacy_counter = True
+        if legacy_counter:
+            try:
+                document = json.loads(self.storage.read(LEGACY_COUNTER_FILE))
+                listing.legacy_next_id = int(document["next_checkpoint_id"])
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                log.warning("ignoring unreadable checkpoint counter %s (%s)",
+                            self.storage.location(LEGACY_COUNTER_FILE), exc)
+        self._listing = listing
+        return listing
 
     # -- checkpoint ids --------------------------------------------------------------------------
 
+    def checkpoint_ids(self) -> list[int]:
+        """Ids of every stored checkpoint (its ``_metadata`` exists, valid or not), ascending."""
+        return sorted(self._scan().ids_with(METADATA_FILE))
+
     def next_checkpoint_id(self) -> int:
         """One more than any id this store has handed out or holds."""
-        counter_path = self.directory / COUNTER_FILE
-        from_counter = 1
-        if counter_path.exists():
-            try:
-                from_counter = int(json.loads(counter_path.read_text())["next_checkpoint_id"])
-            except (ValueError, KeyError, TypeError) as exc:
-                log.warning("ignoring unreadable checkpoint counter %s (%s)", counter_path, exc)
-        ids = self.checkpoint_ids()
-        return max(from_counter, (ids[-1] + 1) if ids else 1)
+        listing = self._scan()
+        highest = max(listing.keys_by_id, default=0)
+        return max(highest + 1, listing.legacy_next_id or 1)
 
     def reserve_checkpoint_id(self, checkpoint_id: int) -> None:
-        """Durably record that ``checkpoint_id`` is used, before anything is done under it."""
-        document = {"format_version": 1, "next_checkpoint_id": checkpoint_id + 1}
-        write_atomically(self.directory / COUNTER_FILE, json.dumps(document).encode())
+        """Durably take ``checkpoint_id`` before anything is done under it (ids this store's
+        coordinator numbers itself; an engine that numbers its own epochs keeps them itself)."""
+        try:
+            self.storage.create(f"{checkpoint_folder(checkpoint_id)}/{RESERVED_MARKER}", b"")
+        except FileExistsError:
+            raise CheckpointExistsError(
+                f"checkpoint id {checkpoint_id} was already taken in {self.directory} by another "
+                "coordinator of this state directory; only one may run at a time") from None
+        self._scan().add(checkpoint_id, RESERVED_MARKER)
 
-    # -- checkpoints ---------------------------------------------------------------------------
+    # -- checkpoints -----------------------------------------------------------------------------
 
-    def add(self, checkpoint: CompletedCheckpoint) -> Path:
-        """Store ``checkpoint`` durably, then subsume checkpoints beyond the retained count."""
-        path = self.checkpoint_path(checkpoint.checkpoint_id)
-        path.mkdir(parents=True, exist_ok=True)
-        write_atomically(path / METADATA_FILE, encode(checkpoint))
-        fsync_directory(self.directory)
-        log.info("checkpoint %d stored at %s", checkpoint.checkpoint_id, path)
-        self._subsume(newest=checkpoint.checkpoint_id)
-        return path
+    def add(self, checkpoint: CompletedCheckpoint) -> str:
+        """Store ``checkpoint`` durably, then subsume checkpoints beyond the retained count.
+        Returns its location."""
+        checkpoint_id = checkpoint.checkpoint_id
+        listing = self._scan()
+        try:
+            self.storage.create(f"{checkpoint_folder(checkpoint_id)}/{METADATA_FILE}", encode(checkpoint))
+        except FileExistsError:
+            self.refresh()
+            raise CheckpointExistsError(
+                f"checkpoint {checkpoint_id} is already stored at {self.location(checkpoint_id)}: "
+                "another driver of this job (a second one, or a zombie of a crashed one) stored it "
+                "first. Its record stays; make sure only one driver runs, then restart") from None
+        listing.add(checkpoint_id, METADATA_FILE)
+        self._loaded[checkpoint_id] = checkpoint
+        log.info("checkpoint %d stored at %s", checkpoint_id, self.location(checkpoint_id))
+        self._subsume(newest=checkpoint_id)
+        return self.location(checkpoint_id)
 
     def load(self, checkpoint_id: int) -> CompletedCheckpoint:
         """Load one checkpoint; raises CorruptCheckpointError or FileNotFoundError."""
-        path = self.checkpoint_path(checkpoint_id) / METADATA_FILE
-        checkpoint = decode(path.read_bytes())
+        if checkpoint_id in self._loaded:
+            return self._loaded[checkpoint_id]
+        checkpoint = decode(self.storage.read(f"{checkpoint_folder(checkpoint_id)}/{METADATA_FILE}"))
         if checkpoint.checkpoint_id != checkpoint_id:
             raise CorruptCheckpointError(
-                f"{path} holds checkpoint {checkpoint.checkpoint_id}, not {checkpoint_id}"
+                f"{self.location(checkpoint_id)} holds checkpoint {checkpoint.checkpoint_id}, not {checkpoint_id}"
             )
+        self._loaded[checkpoint_id] = checkpoint
         return checkpoint
 
     def latest(self) -> CompletedCheckpoint | None:
-        """The newest valid checkpoint. Corrupt or truncated ones are logged and skipped."""
+        """The newest valid checkpoint. Corrupt or vanished ones are logged and skipped."""
         for checkpoint_id in reversed(self.checkpoint_ids()):
             try:
                 return self.load(checkpoint_id)
             except FileNotFoundError:
-                # A crash between mkdir and the metadata rename leaves an empty folder behind.
-                log.warning("checkpoint folder %s has no %s; skipping it",
-                            self.checkpoint_path(checkpoint_id), METADATA_FILE)
+                log.warning("checkpoint %s was listed but is gone (deleted meanwhile); skipping it",
+                            self.location(checkpoint_id))
             except (CorruptCheckpointError, OSError) as exc:
                 log.error("checkpoint metadata %s is unreadable (%s); falling back to an older one",
-                          self.checkpoint_path(checkpoint_id) / METADATA_FILE, exc)
+                          self.location(checkpoint_id), exc)
         return None
 
-    def valid_checkpoints(self) -> list[CompletedCheckpoint]:
-        result = []
-        for checkpoint_id in self.checkpoint_ids():
-            try:
-                result.append(self.load(checkpoint_id))
-            except (FileNotFoundError, CorruptCheckpointError, OSError):
-                continue
-        return result
-
-    # -- commit markers ------------------------------------------------------------------------
+    # -- commit markers --------------------------------------------------------------------------
 
     def mark_committed(self, checkpoint_id: int) -> None:
-        path = self.checkpoint_path(checkpoint_id)
-        if not (path / METADATA_FILE).exists():
+        listing = self._scan()
+        if checkpoint_id not in listing.ids_with(METADATA_FILE):
             raise FileNotFoundError(f"checkpoint {checkpoint_id} is not stored in {self.directory}")
-        write_atomically(path / COMMITTED_MARKER, b"")
+        if checkpoint_id in listing.ids_with(COMMITTED_MARKER):
+            return
+        try:
+            self.storage.create(f"{checkpoint_folder(checkpoint_id)}/{COMMITTED_MARKER}", b"")
+        except FileExistsError:
+            pass  # marked by a restore racing this commit: the same fact, written once
+        listing.add(checkpoint_id, COMMITTED_MARKER)
 
     def is_committed(self, checkpoint_id: int) -> bool:
-        return (self.checkpoint_path(checkpoint_id) / COMMITTED_MARKER).exists()
+        return checkpoint_id in self._scan().ids_with(COMMITTED_MARKER)
 
-    # -- retention -----------------------------------------------------------------------------
+    # -- owner -----------------------------------------------------------------------------------
+
+    def owner(self) -> StateOwner | None:
+        """The recorded owner, or None if no job claimed the directory yet."""
+        try:
+            return decode_owner(self.storage.read(OWNER_FILE))
+        except FileNotFoundError:
+            return None
+
+    def claim_owner(self, owner: StateOwner) -> StateOwner:
+        """Record ``owner`` unless someone is recorded already; return whoever is recorded (the
+        caller compares). Two jobs claiming at once: exactly one is recorded."""
+        try:
+            self.storage.create(OWNER_FILE, encode_owner(owner))
+            log.info("state directory %s now belongs to %s", self.directory, owner.describe())
+            return owner
+        except FileExistsError:
+            recorded = self.owner()
+            if recorded is None:  # deleted between our create and our read: someone is cleaning up
+                raise RuntimeError(f"the owner record {self.storage.location(OWNER_FILE)} vanished "
+                                   "while it was being claimed") from None
+            return recorded
+
+    def is_empty(self) -> bool:
+        """No checkpoint was ever stored here (no ``chk-*`` file at all, legacy counter included)."""
+        listing = self._scan()
+        return not listing.keys_by_id and listing.legacy_next_id is None
+
+    # -- retention -------------------------------------------------------------------------------
 
     def _subsume(self, newest: int) -> None:
-        valid = [c.checkpoint_id for c in self.valid_checkpoints()]
-        keep = set(valid[-self.retained_checkpoints:])
-        for checkpoint_id in self.checkpoint_ids():
-            # Only what is older than the checkpoint just made durable may go; a corrupt folder
-            # newer than every valid checkpoint is left for a human to look at.
-            if checkpoint_id < newest and checkpoint_id not in keep:
-                shutil.rmtree(self.checkpoint_path(checkpoint_id), ignore_errors=True)
-                log.info("checkpoint %d subsumed by %d", checkpoint_id, newest)
-        fsync_directory(self.directory)
+        """Delete every checkpoint older than ``newest`` beyond the newest ``retained`` stored ones,
+        and leftovers of ids older than ``newest`` (reservations of checkpoints that never
+        completed). Each stored ``_metadata`` was created whole and never rewritten, so the
+        listing alone tells which are stored; nothing is read."""
+        listing = self._scan()
+        keep = set(sorted(listing.ids_with(METADATA_FILE))[-self.retained_checkpoints:])
+        doomed = sorted(cid for cid in listing.keys_by_id if cid < newest and cid not in keep)
+        if not doomed:
+            return
+        # _metadata first: a crash part-way leaves markers of a checkpoint that no longer counts.
+        keys = [f"{checkpoint_folder(cid)}/{name}" for cid in doomed
+                for name in sorted(listing.keys_by_id[cid], key=lambda n: n != METADATA_FILE)]
+        self.storage.delete(keys)
+        for checkpoint_id in doomed:
+            del listing.keys_by_id[checkpoint_id]
+            self._loaded.pop(checkpoint_id, None)
+        log.info("checkpoints %s subsumed by %d", doomed, newest)

@@ -113,7 +113,7 @@ class PendingCheckpoint:
     checkpoint_id: int
     trigger_time: float  # coordinator clock
     trigger_timestamp_ms: int
-    savepoint_path: Path | None
+    savepoint_path: str | Path | None
     awaiting: set[str]
     states: dict[str, JsonValue] = field(default_factory=dict)
 
@@ -233,10 +233,9 @@ class CheckpointCoordinator:
         return self._trigger(checkpoint_id, savepoint_path=None, periodic=False)
 
     def trigger_savepoint(self, path: str | Path) -> int:
-        """Trigger a savepoint into ``path`` (self-contained, never expires)."""
-        folder = Path(path)
-        ensure_writable_directory(folder.parent if not folder.exists() else folder, "savepoint directory")
-        return self._trigger(None, savepoint_path=folder, periodic=False)
+        """Trigger a savepoint into ``path``, a folder path or URI (self-contained, never expires)."""
+        ensure_writable_directory(path, "savepoint directory")
+        return self._trigger(None, savepoint_path=path, periodic=False)
 
     def stop_with_savepoint(self, path: str | Path) -> CompletedCheckpoint:
         """Take a final savepoint, commit it, and stop triggering. Every participant must snapshot
@@ -281,7 +280,7 @@ class CheckpointCoordinator:
             return False
         return True
 
-    def _trigger(self, checkpoint_id: int | None, savepoint_path: Path | None, periodic: bool) -> int:
+    def _trigger(self, checkpoint_id: int | None, savepoint_path: str | Path | None, periodic: bool) -> int:
         with self._lock:
             if not self._restored:
                 raise CheckpointTriggerError("call restore() before triggering checkpoints")
@@ -306,7 +305,7 @@ class CheckpointCoordinator:
                 # An id this coordinator chose must never come again, even if this checkpoint
                 # never completes. Engine-numbered ids (Spark batch ids) are the engine's to keep
                 # durable, and a replay repeats them on purpose.
-                self.store.reserve_checkpoint_id(max(checkpoint_id, self._next_id - 1))
+                self.store.reserve_checkpoint_id(checkpoint_id)
             self._next_id = max(self._next_id, checkpoint_id + 1)
             now = self._clock()
             self._last_trigger_time = now

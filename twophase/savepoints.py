@@ -1,60 +1,65 @@
-"""Savepoints: checkpoints a user asked for, in a folder the user chose.
+"""Savepoints: checkpoints a user asked for, in a folder the user chose (a path or a URI).
 
 A savepoint folder is self-contained (``<path>/_metadata`` holds every participant's state), so it
 stays valid after the checkpoint folder is cleaned. Savepoints never expire; only
-:func:`dispose_savepoint` deletes one.
+:func:`dispose_savepoint` deletes one. Like the checkpoint store, a savepoint's files are created
+once (conditionally) and never rewritten.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
-from pathlib import Path
 
 from twophase.checkpoint import CompletedCheckpoint, CorruptCheckpointError, decode, encode
 from twophase.checkpoint_store import COMMITTED_MARKER, METADATA_FILE
-from twophase.durable_file import fsync_directory, write_atomically
+from twophase.state_storage import open_state_storage
 
 log = logging.getLogger(__name__)
 
+SavepointPath = str | os.PathLike[str]
 
-def write_savepoint(path: str | os.PathLike[str], checkpoint: CompletedCheckpoint) -> Path:
+
+def write_savepoint(path: SavepointPath, checkpoint: CompletedCheckpoint) -> str:
     """Write ``checkpoint`` as a savepoint; refuses to overwrite another savepoint."""
-    folder = Path(path)
-    if (folder / METADATA_FILE).exists():
-        raise FileExistsError(f"savepoint path {str(folder)!r} already holds a savepoint")
-    folder.mkdir(parents=True, exist_ok=True)
-    write_atomically(folder / METADATA_FILE, encode(checkpoint))
-    if folder.parent.exists():
-        fsync_directory(folder.parent)
-    log.info("savepoint of checkpoint %d written to %s", checkpoint.checkpoint_id, folder)
-    return folder
-
-
-def load_savepoint(path: str | os.PathLike[str]) -> CompletedCheckpoint:
-    """Load a savepoint; raises FileNotFoundError or CorruptCheckpointError naming the path."""
-    metadata = Path(path) / METADATA_FILE
-    if not metadata.exists():
-        raise FileNotFoundError(f"no savepoint at {str(path)!r} (missing {METADATA_FILE})")
+    storage = open_state_storage(path)
     try:
-        return decode(metadata.read_bytes())
+        storage.create(METADATA_FILE, encode(checkpoint))
+    except FileExistsError:
+        raise FileExistsError(f"savepoint path {storage.uri!r} already holds a savepoint") from None
+    log.info("savepoint of checkpoint %d written to %s", checkpoint.checkpoint_id, storage.uri)
+    return storage.uri
+
+
+def load_savepoint(path: SavepointPath) -> CompletedCheckpoint:
+    """Load a savepoint; raises FileNotFoundError or CorruptCheckpointError naming the path."""
+    storage = open_state_storage(path)
+    try:
+        data = storage.read(METADATA_FILE)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no savepoint at {storage.uri!r} (missing {METADATA_FILE})") from None
+    try:
+        return decode(data)
     except CorruptCheckpointError as exc:
-        raise CorruptCheckpointError(f"savepoint {metadata} is corrupt: {exc}") from exc
+        raise CorruptCheckpointError(f"savepoint {storage.location(METADATA_FILE)} is corrupt: {exc}") from exc
 
 
-def mark_savepoint_committed(path: str | os.PathLike[str]) -> None:
-    write_atomically(Path(path) / COMMITTED_MARKER, b"")
+def mark_savepoint_committed(path: SavepointPath) -> None:
+    try:
+        open_state_storage(path).create(COMMITTED_MARKER, b"")
+    except FileExistsError:
+        pass
 
 
-def is_savepoint_committed(path: str | os.PathLike[str]) -> bool:
-    return (Path(path) / COMMITTED_MARKER).exists()
+def is_savepoint_committed(path: SavepointPath) -> bool:
+    return open_state_storage(path).exists(COMMITTED_MARKER)
 
 
-def dispose_savepoint(path: str | os.PathLike[str]) -> None:
+def dispose_savepoint(path: SavepointPath) -> None:
     """Delete a savepoint. Refuses a folder that is not a savepoint, so a typo deletes nothing."""
-    folder = Path(path)
-    if not (folder / METADATA_FILE).exists():
-        raise FileNotFoundError(f"no savepoint at {str(folder)!r}; nothing deleted")
-    shutil.rmtree(folder)
-    log.info("savepoint %s disposed", folder)
+    storage = open_state_storage(path)
+    if not storage.exists(METADATA_FILE):
+        raise FileNotFoundError(f"no savepoint at {storage.uri!r}; nothing deleted")
+    storage.delete([METADATA_FILE])  # first: a crash part-way leaves no savepoint that looks whole
+    storage.delete_folder()
+    log.info("savepoint %s disposed", storage.uri)

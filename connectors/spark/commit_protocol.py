@@ -78,7 +78,8 @@ class SparkCommitProtocol:
         config = options.config
         self.clients = clients or clients_for(config.bootstrap_servers, config.client_config)
         self.committer = KafkaTransactionCommitter(self.clients, config)
-        self.store = FileCheckpointStore(options.state_dir, options.retained_checkpoints)
+        # Probed once per worker by guard_sink_state, not for every batch.
+        self.store = FileCheckpointStore(options.state_dir, options.retained_checkpoints, check_writable=False)
 
     def _coordinator(self) -> tuple[CheckpointCoordinator, _SparkSinkParticipant]:
         coordinator = CheckpointCoordinator(

@@ -16,6 +16,12 @@ two-phase commit per batch id.
 Spark calls the function again with the same batch id after a crash between the function and its
 commit-log entry; a batch id the sink has already committed is skipped, so the replay writes
 nothing.
+
+The state directory is bound to the streaming query the function runs in (Spark's local property
+``sql.streaming.queryId``), like the streaming sink's: a reset checkpoint (new query id) or a
+second query on the same ``eos.stateDir`` is refused, and so is a batch id past every stored
+checkpoint when the state is empty (lost state; ``eos.adoptExistingQuery`` covers a query that
+switches to this helper mid-life).
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from twophase.checkpoint_store import FileCheckpointStore
 
 log = logging.getLogger(__name__)
 
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+
 BatchTransform = Callable[[DataFrame, int], DataFrame]
 
 
@@ -43,17 +51,34 @@ def exactly_once_foreach_batch(transform: BatchTransform, **options: str) -> Cal
         raise KafkaEosOptionError(
             "exactly_once_foreach_batch needs eos.stateDir: the folder where the completed "
             "checkpoints of this output live (e.g. <checkpointLocation>/kafka-eos)")
-    if any(k.lower() == "eos.checkpointid" for k in options):
-        raise KafkaEosOptionError("eos.checkpointId is set by exactly_once_foreach_batch itself (the batch id)")
+    for internal in ("eos.checkpointId", "eos.queryId"):
+        if any(k.lower() == internal.lower() for k in options):
+            raise KafkaEosOptionError(f"{internal} is set by exactly_once_foreach_batch itself")
     sink = parse_sink_options({k.lower(): str(v) for k, v in options.items()}, streaming=False)
 
     def write_batch(batch_df: DataFrame, batch_id: int) -> None:
-        latest = FileCheckpointStore(sink.state_dir, sink.retained_checkpoints).latest()
+        query_id = _streaming_query_id(batch_df)
+        if not query_id:
+            raise KafkaEosOptionError(
+                f"exactly_once_foreach_batch found no Spark local property {QUERY_ID_PROPERTY}: use it "
+                "as the foreachBatch function of a streaming query on a classic (not Spark Connect) "
+                "session; its state is bound to that query")
+        latest = FileCheckpointStore(sink.state_dir, sink.retained_checkpoints, check_writable=False).latest()
         if latest is not None and batch_id <= latest.checkpoint_id:
             # The writer still re-commits a stored but unconfirmed batch before anything else.
             log.info("batch %d is already stored as checkpoint %d; its replay writes nothing",
                      batch_id, latest.checkpoint_id)
         output = transform(batch_df, batch_id)
-        output.write.format(FORMAT).options(**options).option("eos.checkpointId", str(batch_id)).mode("append").save()
+        (output.write.format(FORMAT).options(**options).option("eos.checkpointId", str(batch_id))
+         .option("eos.queryId", query_id).mode("append").save())
 
     return write_batch
+
+
+def _streaming_query_id(batch_df: DataFrame) -> str | None:
+    """The id of the query running this foreachBatch call (Spark sets it on the calling thread)."""
+    try:
+        return batch_df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+    except Exception as exc:  # Spark Connect sessions have no SparkContext
+        log.warning("cannot read Spark local property %s: %r", QUERY_ID_PROPERTY, exc)
+        return None

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 from dataclasses import dataclass
 from typing import Mapping
-from urllib.parse import urlparse
 
 from connectors.kafka.clients import TopicPartition
 from connectors.kafka.config import (
@@ -23,6 +23,7 @@ from connectors.kafka.config import (
 )
 from connectors.kafka.source import KafkaSourceConfig
 from connectors.kafka.source import parse_offsets_json as _parse_offsets_json
+from twophase.state_storage import UnsupportedStateLocationError, canonical_location
 
 # Spark's own options that reach a data source; never ours to refuse.
 _SPARK_INTERNAL = {"checkpointlocation", "path", "queryname"}
@@ -36,8 +37,9 @@ SINK_OPTIONS = (
     "kafka.bootstrap.servers", "kafka.*", "topic", "includeHeaders",
     "eos.deliveryGuarantee", "eos.transactionalIdPrefix", "eos.transactionTimeoutMs", "eos.commitParallelism",
     "eos.checkpointTimeoutMs", "eos.restartBudgetMs", "eos.stateDir", "eos.retainedCheckpoints",
-    "eos.checkpointId",
+    "eos.adoptExistingQuery", "eos.checkpointId", "eos.queryId",
 )
+STATE_DIR_NAME = "kafka-eos"
 
 
 class KafkaEosOptionError(ValueError):
@@ -189,17 +191,26 @@ class SinkOptions:
     include_headers: bool
     #: Checkpoint id of a batch write made by the foreachBatch helper (its batch id).
     checkpoint_id: int | None
+    #: The query's checkpointLocation (canonical), where Spark keeps its query id and commit log.
+    checkpoint_location: str | None = None
+    #: Spark's query id of a batch write made by the foreachBatch helper.
+    query_id: str | None = None
+    #: eos.adoptExistingQuery: the query committed batches before it used this sink's state.
+    adopt_existing_query: bool = False
+    #: A streaming query's sink (writeStream), not a batch write.
+    streaming: bool = False
 
 
-def _local_dir(value: str, option: str) -> str:
-    parsed = urlparse(value)
-    if parsed.scheme not in ("", "file"):
-        raise KafkaEosOptionError(
-            f"option {option}={value!r}: the exactly-once sink keeps its completed checkpoints on a "
-            "local or mounted POSIX filesystem (it relies on atomic rename and fsync); set "
-            "eos.stateDir to such a path"
-        )
-    return os.path.abspath(parsed.path if parsed.scheme == "file" else value)
+def _state_location(value: str, option: str) -> str:
+    """The canonical spelling of a location the kit opens itself (see twophase.state_storage)."""
+    try:
+        return canonical_location(value)
+    except UnsupportedStateLocationError as exc:
+        raise KafkaEosOptionError(f"option {option}: {exc}") from None
+
+
+def _join(location: str, name: str) -> str:
+    return posixpath.join(location, name) if "://" in location else os.path.join(location, name)
 
 
 def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOptions:
@@ -225,15 +236,18 @@ def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOp
     state_dir_raw = _get(options, "eos.stateDir")
     checkpoint_location = _get(options, "checkpointLocation")
     sink_identity = f"{servers}|{topic or '<per-record topics>'}"
+    location = _state_location(checkpoint_location, "checkpointLocation") if checkpoint_location else None
+    if streaming and not location and (guarantee is DeliveryGuarantee.EXACTLY_ONCE or not state_dir_raw):
+        raise KafkaEosOptionError(
+            "the exactly-once kafka-eos sink needs the query's checkpointLocation option "
+            "(.option('checkpointLocation', ...) on writeStream): its state lives there (or in "
+            "eos.stateDir) and is bound to the query id Spark keeps there. Spark does not show "
+            "spark.sql.streaming.checkpointLocation to data sources"
+        )
     if state_dir_raw:
-        state_dir = _local_dir(state_dir_raw, "eos.stateDir")
+        state_dir = _state_location(state_dir_raw, "eos.stateDir")
     elif streaming:
-        if not checkpoint_location:
-            raise KafkaEosOptionError(
-                "the exactly-once kafka-eos sink needs the query's checkpointLocation option "
-                "(or eos.stateDir) to store its completed checkpoints"
-            )
-        state_dir = os.path.join(_local_dir(checkpoint_location, "checkpointLocation"), "kafka-eos")
+        state_dir = _join(location or "", STATE_DIR_NAME)
     else:
         state_dir = os.path.join(os.path.expanduser("~"), ".kafka-eos", "batch-writes",
                                  default_transactional_id_prefix("batch", sink_identity))
@@ -255,12 +269,18 @@ def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOp
     except ValueError as exc:
         raise KafkaEosOptionError(str(exc)) from exc
     checkpoint_id = _int(options, "eos.checkpointId", None, 0)
-    if checkpoint_id is not None and streaming:
-        raise KafkaEosOptionError("option eos.checkpointId is for batch writes (the foreachBatch helper) only")
+    query_id = _get(options, "eos.queryId")
+    for internal, value in (("eos.checkpointId", checkpoint_id), ("eos.queryId", query_id)):
+        if value is not None and streaming:
+            raise KafkaEosOptionError(f"option {internal} is for batch writes (the foreachBatch helper sets it) only")
     return SinkOptions(
         config=config,
         state_dir=state_dir,
         retained_checkpoints=_int(options, "eos.retainedCheckpoints", 3, 1) or 3,
         include_headers=_bool(options, "includeHeaders", True),
         checkpoint_id=checkpoint_id,
+        checkpoint_location=location,
+        query_id=query_id,
+        adopt_existing_query=_bool(options, "eos.adoptExistingQuery", False),
+        streaming=streaming,
     )

@@ -37,6 +37,7 @@ from connectors.spark.commit_protocol import SparkCommitProtocol
 from connectors.spark.gc_pause import gc_paused
 from connectors.spark.options import SinkOptions
 from connectors.spark.schema import check_sink_schema
+from connectors.spark.state_guard import guard_sink_state
 from twophase import failpoints
 
 log = logging.getLogger(__name__)
@@ -164,8 +165,9 @@ class _KafkaWriting:
 
 
 def prepare_sink(options: SinkOptions, schema: StructType) -> int:
-    """Run on the driver before tasks write: check the input schema and the broker's limits, and
-    recover the sink's last checkpoint. Returns the newest committed checkpoint id."""
+    """Run on the driver before tasks write: check the input schema and the broker's limits,
+    refuse a lost or foreign state, and recover the sink's last checkpoint. Returns the newest
+    committed checkpoint id."""
     check_sink_schema(schema, options.config.topic)
     config = options.config
     key = (config.bootstrap_servers, config.transactional_id_prefix, config.transaction_timeout_ms,
@@ -176,6 +178,7 @@ def prepare_sink(options: SinkOptions, schema: StructType) -> int:
             _guardrails_checked.add(key)
     if not config.exactly_once:
         return -1
+    guard_sink_state(options)
     protocol = SparkCommitProtocol(options)
     try:
         return protocol.recover()

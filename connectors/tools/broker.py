@@ -11,6 +11,8 @@
    ports.
 
 When none is available it raises :class:`NoBrokerError` saying exactly what to provide.
+``kafka-eos demo`` (and only it) then falls back to :func:`embedded_broker`, the kit's embedded
+test cluster, loudly labelled with :data:`SIMULATED_NOTICE`.
 
 A broker the tool started can be restarted by ``replay`` (the broker-restart scenario) when its
 launcher supports a restart that keeps data and ports; a fake cluster is "restarted" by making it
@@ -51,6 +53,19 @@ _FAKE = "fake-kafka"
 TXN_CLEANUP_INTERVAL_KEY = "transaction.abort.timed.out.transaction.cleanup.interval.ms"
 OWN_BROKER_TXN_CLEANUP_MS = 1000
 
+#: The label of every run on the kit's embedded test cluster: console, Markdown and JSON reports.
+SIMULATED_NOTICE = ("simulated Kafka (the kit's embedded test cluster): this shows the mechanism, "
+                    "it is not evidence about a real broker")
+REAL_BROKER_HELP = (
+    "To run against a real broker, provide one of: KAFKA_BOOTSTRAP_SERVERS=host:port (or --bootstrap "
+    "host:port), a running Kafka 3.x/4.x cluster; a running Docker engine, in which testcontainers "
+    f"starts {DEFAULT_IMAGE}; KAFKA_HOME=<path>, an unpacked Apache Kafka 4.x distribution the kit "
+    "starts on 127.0.0.1."
+)
+#: Why the broker-restart scenario is skipped on the embedded cluster.
+EMBEDDED_NO_RESTART = ("needs a real broker: the embedded cluster is a file, with no broker process "
+                       "to stop and start again")
+
 NO_BROKER_HELP = (
     "No Kafka broker available. Provide one of:\n"
     "  - KAFKA_BOOTSTRAP_SERVERS=host:port   a running Kafka cluster (3.x/4.x, transactions enabled,\n"
@@ -83,6 +98,8 @@ class Broker:
     restart_unavailable: str | None = None
     #: How often the broker aborts timed-out transactions, when known.
     txn_cleanup_interval_ms: int | None = None
+    #: True for the kit's embedded test cluster (``fake-kafka://``): no Kafka broker at all.
+    simulated: bool = False
     _stop: Callable[[], None] | None = field(default=None, repr=False)
 
     def stop(self) -> None:
@@ -204,7 +221,20 @@ def _fake_broker(bootstrap: str) -> Broker:
             fake.set_available(True)
 
     return Broker(fake.bootstrap_servers, f"fake cluster {fake.path}", owned=True, restart=outage,
-                  txn_cleanup_interval_ms=0)
+                  txn_cleanup_interval_ms=0, simulated=True)
+
+
+def embedded_broker(path: str | os.PathLike[str]) -> Broker:
+    """The kit's embedded test cluster in the SQLite file ``path``, for ``kafka-eos demo`` when no
+    broker is available. Unlike a ``fake-kafka://`` address given by name, where the replay
+    simulates a broker outage, it offers no restart: with no broker to restart, that scenario
+    would show nothing about one."""
+    from kafka_testkit.fake_cluster import FakeKafkaClients
+
+    fake = FakeKafkaClients(path)
+    log.info("no Kafka broker found: using the embedded cluster %s", fake.path)
+    return Broker(fake.bootstrap_servers, f"embedded test cluster {fake.path}", owned=True,
+                  restart_unavailable=EMBEDDED_NO_RESTART, txn_cleanup_interval_ms=0, simulated=True)
 
 
 def _docker_answers() -> bool:

@@ -4,6 +4,10 @@ Exit status: 0 when everything checked is exactly-once (or, for the transaction-
 scenario, the loss was detected and reported); 1 when an anomaly or a failed scenario was found;
 2 for a usage or environment problem (no broker, unreachable broker, unknown topic, bad id field,
 missing permissions), which gets one clear message and no traceback; 130 when interrupted.
+
+``demo`` without a broker runs on the kit's embedded test cluster instead of exiting 2 (unless
+``--require-broker``); the simulated-Kafka notice is then the first and the last thing it prints.
+``replay`` and ``verify`` use the embedded cluster only when given its ``fake-kafka://`` address.
 """
 
 from __future__ import annotations
@@ -25,12 +29,19 @@ from rich.text import Text
 
 from connectors.kafka.client_factory import clients_for
 from connectors.kafka.errors import BrokerUnavailableError, KafkaConnectorError, UnknownTopicError
-from connectors.tools.broker import BrokerUnreachableError, NoBrokerError, check_reachable, find_broker
-from connectors.tools.demo import DemoOptions, run_demo
+from connectors.tools.broker import (
+    REAL_BROKER_HELP,
+    SIMULATED_NOTICE,
+    BrokerUnreachableError,
+    NoBrokerError,
+    check_reachable,
+    find_broker,
+)
+from connectors.tools.demo import DemoOptions, demo_broker, run_demo
 from connectors.tools.jobs import ENGINES, JobTemplate, JobTemplateError
 from connectors.tools.loader import load_input
 from connectors.tools.replay import DEMO_SCENARIOS, Replay, ReplayOptions, ReplayResult, parse_scenarios
-from connectors.tools.report import COLUMNS, table_rows, write_reports
+from connectors.tools.report import COLUMNS, ReportFiles, table_rows, write_reports
 from connectors.tools.transactions import sink_footprint
 from connectors.tools.verify import (
     IdFieldError,
@@ -118,7 +129,7 @@ def _add_id_options(parser: argparse.ArgumentParser) -> None:
                         help="also report per-partition order violations (for pipelines that keep order)")
 
 
-def _add_job_options(parser: argparse.ArgumentParser) -> None:
+def _add_job_options(parser: argparse.ArgumentParser, kills: int) -> None:
     job = parser.add_mutually_exclusive_group()
     job.add_argument("--engine", choices=sorted(ENGINES), default="spark",
                      help="which example pipeline to run: spark (default, examples/spark_pipeline.py) or "
@@ -129,13 +140,16 @@ def _add_job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenarios", type=_scenarios, default=None,
                         help="all, demo, or a comma-separated list of scenario names")
     parser.add_argument("--seed", type=int, default=1, help="seed of every random choice (default: 1)")
-    parser.add_argument("--kills", type=_positive_int, default=3, help="kill -9s in the kill9 scenario")
+    parser.add_argument("--kills", type=_positive_int, default=kills,
+                        help=f"kill -9s in the kill9 scenario, one per run (default: {kills})")
     parser.add_argument("--checkpoint-interval", type=float, default=0.2,
-                        help="seconds between checkpoints of the in-process job, {checkpoint_interval} "
-                             "of a job command (default: 0.2)")
+                        help="seconds between time-triggered checkpoints of the in-process job (which also "
+                             "checkpoints after every --batch-records records), {checkpoint_interval} of a "
+                             "job command (default: 0.2)")
     parser.add_argument("--batch-records", type=_positive_int, default=None,
-                        help="records per poll (in-process) or per micro-batch (Spark), {batch_records} "
-                             "of a job command (default: 500 in-process, 2000 Spark)")
+                        help="records per poll and per checkpoint (in-process) or per micro-batch (Spark), "
+                             "{batch_records} of a job command (default: 500 in-process, 2000 Spark); "
+                             "failpoint hits are planned from it")
     parser.add_argument("--run-timeout", type=float, default=600.0,
                         help="seconds one run of the job may take before it is killed (default: 600)")
     parser.add_argument("--reports-dir", type=Path, default=Path("reports"),
@@ -179,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--partitions", type=_partitions, default=3, help="partitions of a topic --load creates")
     r.add_argument("--output-prefix", default=None, help="output topics are PREFIX-<scenario>")
     _add_id_options(r)
-    _add_job_options(r)
+    _add_job_options(r, kills=3)
 
     t = commands.add_parser("transactions", help="list a sink's transactional ids and open transactions",
                             description="What a sink costs the broker: its transactional ids in any state "
@@ -197,7 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Kafka bootstrap servers; default: KAFKA_BOOTSTRAP_SERVERS, Docker, or KAFKA_HOME")
     d.add_argument("--records", type=_positive_int, default=20_000, help="input records (default: 20000)")
     d.add_argument("--partitions", type=_partitions, default=3)
-    _add_job_options(d)
+    d.add_argument("--require-broker", action="store_true",
+                   help="exit with status 2 when no broker is found, instead of running on the kit's "
+                        "embedded test cluster (simulated Kafka)")
+    # One kill: each one costs the Spark example a restart, and one shows the recovery.
+    _add_job_options(d, kills=1)
     return parser
 
 
@@ -251,6 +269,13 @@ def _print_table(result: ReplayResult) -> None:
     out.print("PASSED" if result.passed else "FAILED", style="bold green" if result.passed else "bold red")
 
 
+def _print_simulated_notice(detail: str | None = None) -> None:
+    """The embedded cluster's label, loud; the first and the last thing a simulated run prints."""
+    out.print(SIMULATED_NOTICE, style="bold yellow", markup=False, highlight=False)
+    if detail:
+        out.print(detail, markup=False, highlight=False)
+
+
 def _template(args: argparse.Namespace) -> JobTemplate:
     if args.job_command:
         return JobTemplate.custom(args.job_command)
@@ -297,6 +322,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     work_dir = args.reports_dir / "work" / run_id
     work_dir.mkdir(parents=True, exist_ok=True)
     with find_broker(args.bootstrap) as broker:
+        if broker.simulated:
+            _print_simulated_notice(REAL_BROKER_HELP)
         err.print(f"Kafka: {broker.origin} at {broker.bootstrap_servers}", highlight=False)
         check_reachable(broker.bootstrap_servers)
         clients = clients_for(broker.bootstrap_servers)
@@ -324,9 +351,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
             ), progress=_progress_callback(progress), events=_event_callback(progress))
             result = replay.run()
     files = write_reports(result, args.reports_dir / run_id)
+    _print_results(result, files)
+    return EXIT_OK if result.passed else EXIT_ANOMALY
+
+
+def _print_results(result: ReplayResult, files: ReportFiles) -> None:
     _print_table(result)
     out.print(f"reports: {files.markdown}, {files.json}" + (f", {files.plot}" if files.plot else ""))
-    return EXIT_OK if result.passed else EXIT_ANOMALY
+    if result.simulated:
+        _print_simulated_notice()
 
 
 def cmd_transactions(args: argparse.Namespace) -> int:
@@ -348,12 +381,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
         scenarios=args.scenarios or list(DEMO_SCENARIOS), seed=args.seed, reports_dir=args.reports_dir,
         work_dir=args.reports_dir / "work", checkpoint_interval=args.checkpoint_interval,
         batch_records=args.batch_records, kills=args.kills,
-        run_timeout_s=args.run_timeout,
+        run_timeout_s=args.run_timeout, require_broker=args.require_broker,
     )
+    found = demo_broker(options)
+    if found.broker.simulated:
+        why = (f"No Kafka broker was found ({found.fallback_reason}).\nThe demo runs on the embedded "
+               "cluster instead; the broker-restart scenario needs a real broker and is skipped.\n"
+               if found.fallback_reason else "")
+        _print_simulated_notice(f"{why}{REAL_BROKER_HELP}\nWith --require-broker the demo exits (status 2) "
+                                "instead of falling back.")
     with _progress() as progress:
-        result, files = run_demo(options, progress=_progress_callback(progress), events=_event_callback(progress))
-    _print_table(result)
-    out.print(f"reports: {files.markdown}, {files.json}" + (f", {files.plot}" if files.plot else ""))
+        result, files = run_demo(options, found, progress=_progress_callback(progress),
+                                 events=_event_callback(progress))
+    _print_results(result, files)
     return EXIT_OK if result.passed else EXIT_ANOMALY
 
 

@@ -4,18 +4,25 @@ Find or start a broker (:func:`connectors.tools.broker.find_broker`), load an in
 unique ids (and one aborted transaction), run the example pipeline through a few failure
 scenarios with ``replay``, verify each, and write the reports. Topic names carry a run id, so
 demos can run again and again against the same cluster.
+
+With no broker to be found, the demo runs the same scenarios on the kit's embedded test cluster
+instead (:func:`connectors.tools.broker.embedded_broker`), so that the first command shows the
+kit on any machine with Python and Java. Everything it prints and writes then carries
+:data:`connectors.tools.broker.SIMULATED_NOTICE`: the embedded cluster has Kafka's transaction
+semantics, but it is no evidence about a real broker. The broker-restart scenario is skipped
+there (there is no broker process), and ``require_broker`` turns the fallback off.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
 from connectors.kafka.client_factory import clients_for
-from connectors.tools.broker import check_reachable, find_broker
+from connectors.tools.broker import Broker, NoBrokerError, check_reachable, embedded_broker, find_broker
 from connectors.tools.jobs import JobTemplate
 from connectors.tools.loader import load_input
 from connectors.tools.replay import DEMO_SCENARIOS, Replay, ReplayOptions, ReplayResult
@@ -37,22 +44,51 @@ class DemoOptions:
     work_dir: Path = Path("reports") / "work"
     checkpoint_interval: float = 0.2
     batch_records: int | None = None
-    kills: int = 3
+    kills: int = 1
     run_timeout_s: float = 600.0
+    #: Exit with NoBrokerError instead of falling back to the embedded cluster.
+    require_broker: bool = False
+    run_id: str = field(default_factory=lambda: time.strftime("%Y%m%d-%H%M%S"))
 
 
-def run_demo(options: DemoOptions, *, progress: ProgressCallback | None = None,
+@dataclass
+class DemoBroker:
+    broker: Broker
+    #: Why no real broker was used (what was tried), when the demo fell back to the embedded cluster.
+    fallback_reason: str | None = None
+
+
+def demo_broker(options: DemoOptions) -> DemoBroker:
+    """The broker of :func:`find_broker`; without one, the embedded cluster (in the demo's work
+    directory), unless ``options.require_broker``, which lets NoBrokerError through."""
+    log.info("looking for a Kafka broker (KAFKA_BOOTSTRAP_SERVERS, Docker, KAFKA_HOME)")
+    try:
+        return DemoBroker(find_broker(options.bootstrap))
+    except NoBrokerError as exc:
+        if options.require_broker:
+            raise
+        folder = options.work_dir / _run_id(options)
+        folder.mkdir(parents=True, exist_ok=True)
+        tried = next((line for line in str(exc).splitlines() if line.startswith("Tried:")), "")
+        return DemoBroker(embedded_broker(folder / "embedded-kafka.db"), tried or "no broker found")
+
+
+def _run_id(options: DemoOptions) -> str:
+    return f"{options.run_id}-s{options.seed}"
+
+
+def run_demo(options: DemoOptions, found: DemoBroker, *, progress: ProgressCallback | None = None,
              events: Callable[[str], None] | None = None) -> tuple[ReplayResult, ReportFiles]:
-    """Raises NoBrokerError (saying what to provide) when no broker can be had."""
+    """Load, replay and report on ``found`` (from :func:`demo_broker`), then stop the broker if the
+    demo started it."""
     def event(message: str) -> None:
         log.info("%s", message)
         if events:
             events(message)
 
-    run_id = time.strftime("%Y%m%d-%H%M%S") + f"-s{options.seed}"
+    run_id = _run_id(options)
     options.work_dir.mkdir(parents=True, exist_ok=True)
-    event("looking for a Kafka broker (KAFKA_BOOTSTRAP_SERVERS, Docker, KAFKA_HOME)")
-    with find_broker(options.bootstrap) as broker:
+    with found.broker as broker:
         event(f"using {broker.origin} at {broker.bootstrap_servers}")
         check_reachable(broker.bootstrap_servers)
         clients = clients_for(broker.bootstrap_servers)

@@ -11,6 +11,10 @@ Events (``time`` fields are wall-clock milliseconds)::
     {"event": "restored", "pid": 4242, "checkpoint_id": 7, "time_ms": ...}
     {"event": "checkpoint", "pid": 4242, "checkpoint_id": 8, "trigger_ms": ..., "stored_ms": ...,
      "committed_ms": ..., "records": 500}
+    {"event": "held", "pid": 4242, "time_ms": ...}
+
+``held`` says the job has processed its input and now waits for its hold file
+(:mod:`connectors.tools.job_hold`); any job may append it, the Spark example too.
 
 :func:`read_metrics` also reads the Spark example's ``--metrics-file`` (one StreamingQueryProgress
 per line: ``batchId``, ``numInputRows``, ``durationMs``, ``timestamp``).
@@ -26,7 +30,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
@@ -42,6 +46,15 @@ NAME = "kafka-eos-metrics"
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def append_event(path: str | os.PathLike[str], event: dict[str, Any]) -> None:
+    """Append one event line (with this process's pid), flushed and fsync'ed at once."""
+    line = json.dumps({**event, "pid": os.getpid()}, separators=(",", ":")) + "\n"
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(line)
+        out.flush()
+        os.fsync(out.fileno())
 
 
 class CheckpointMetrics(CheckpointParticipant):
@@ -61,14 +74,8 @@ class CheckpointMetrics(CheckpointParticipant):
         self._write({"event": "start", "time_ms": _now_ms()})
 
     def _write(self, event: dict[str, Any]) -> None:
-        if self._path is None:
-            return
-        event["pid"] = os.getpid()
-        line = json.dumps(event, separators=(",", ":")) + "\n"
-        with open(self._path, "a", encoding="utf-8") as out:
-            out.write(line)
-            out.flush()
-            os.fsync(out.fileno())
+        if self._path is not None:
+            append_event(self._path, event)
 
     def snapshot_state(self, checkpoint_id: int) -> JsonValue:
         processed = self._records_processed()
@@ -117,10 +124,16 @@ class CheckpointEvent:
 @dataclass(frozen=True)
 class JobMetrics:
     checkpoints: list[CheckpointEvent]
+    #: When a run of the job had processed its input and began to wait for its hold file.
+    held_ms: list[int] = field(default_factory=list)
 
     def first_commit_after(self, time_ms: int) -> CheckpointEvent | None:
         later = [c for c in self.checkpoints if c.committed_ms >= time_ms]
         return min(later, key=lambda c: c.committed_ms) if later else None
+
+    def held_after(self, time_ms: int) -> int | None:
+        """The first moment after ``time_ms`` a run was held with all its input processed."""
+        return min((t for t in self.held_ms if t >= time_ms), default=None)
 
 
 def _iso_ms(text: str) -> int:
@@ -143,9 +156,10 @@ def read_metrics(path: str | os.PathLike[str]) -> JobMetrics:
     """Parse a metrics file, of :class:`CheckpointMetrics` or of the Spark example; a torn last
     line (the job was killed mid-write) is skipped."""
     checkpoints: list[CheckpointEvent] = []
+    held: list[int] = []
     file = Path(path)
     if not file.exists():
-        return JobMetrics(checkpoints)
+        return JobMetrics(checkpoints, held)
     for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
         try:
             event = json.loads(line)
@@ -153,9 +167,11 @@ def read_metrics(path: str | os.PathLike[str]) -> JobMetrics:
                 checkpoints.append(CheckpointEvent(
                     int(event["pid"]), int(event["checkpoint_id"]), int(event["trigger_ms"]),
                     int(event["stored_ms"]), int(event["committed_ms"]), int(event.get("records", 0))))
+            elif event.get("event") == "held":
+                held.append(int(event["time_ms"]))
             elif "batchId" in event:
                 checkpoints.append(_spark_batch(event))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             log.warning("%s:%d: skipping a line that is not a metrics event (torn by a kill?): %s",
                         file, number, exc)
-    return JobMetrics(checkpoints)
+    return JobMetrics(checkpoints, held)

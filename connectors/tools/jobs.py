@@ -13,6 +13,10 @@ Failpoints reach the kit's examples as ``--failpoint NAME:ACTION@HIT`` and a cus
 through ``KAFKA_EOS_TASK_FAILURE_RATE`` / ``KAFKA_EOS_TASK_FAILURE_SEED``. The kit's examples also
 take ``--transaction-timeout-ms``, ``--checkpoint-timeout-ms`` and ``--restart-budget-ms``.
 ``{metrics_file}`` is optional: without it there are no latency plots for the job.
+``{hold_file}`` is optional too: a job that takes it waits, once its input is processed, until
+that file exists before it exits (:mod:`connectors.tools.job_hold`), which is what lets the
+replay land its timed faults (kill -9, broker restart) on a running job by construction. A job
+without it may finish before such a fault, which the replay then reports as inconclusive.
 
 Each run starts in a new session (its own process group), so ``kill -9`` reaches the job and
 every process it spawned (a Spark driver's JVM), and nothing else.
@@ -40,7 +44,7 @@ log = logging.getLogger(__name__)
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 
 PLACEHOLDERS = ("python", "examples", "bootstrap", "input", "output", "checkpoint_dir", "metrics_file",
-                "checkpoint_interval", "batch_records")
+                "hold_file", "checkpoint_interval", "batch_records")
 _REQUIRED = ("bootstrap", "input", "output", "checkpoint_dir")
 
 
@@ -53,25 +57,31 @@ class Engine:
 
 
 ENGINES: dict[str, Engine] = {
+    # A checkpoint after every {batch_records} input records, besides the time-triggered ones:
+    # the number of checkpoints, and so of failpoint hits, is then a function of the input size
+    # and the batch size, whatever the machine's speed (replay plans its hits from it).
     # INFO: each run's log then shows every checkpoint and recovery step.
     "inprocess": Engine(
         "copy_pipeline.py",
         "{python} {examples}/copy_pipeline.py --bootstrap {bootstrap} --input {input} --output {output} "
-        "--checkpoint-dir {checkpoint_dir} --bounded --metrics-file {metrics_file} "
-        "--checkpoint-interval {checkpoint_interval} --max-poll-records {batch_records} --log-level INFO",
+        "--checkpoint-dir {checkpoint_dir} --bounded --metrics-file {metrics_file} --hold-until {hold_file} "
+        "--checkpoint-interval {checkpoint_interval} --max-poll-records {batch_records} "
+        "--checkpoint-every-records {batch_records} --log-level INFO",
         500),
-    # Spark's micro-batches are its checkpoints: their size is maxOffsetsPerTrigger.
+    # Spark's micro-batches are its checkpoints: their size is maxOffsetsPerTrigger, so over a
+    # loaded input their number is a function of the input size too.
     "spark": Engine(
         "spark_pipeline.py",
         "{python} {examples}/spark_pipeline.py --bootstrap {bootstrap} --input {input} --output {output} "
         "--checkpoint-dir {checkpoint_dir} --bounded --max-offsets-per-trigger {batch_records} "
-        "--metrics-file {metrics_file}",
+        "--metrics-file {metrics_file} --hold-until {hold_file}",
         2000),
 }
 
 TRANSACTION_LOST = re.compile(r"TransactionLostError")
 _LOST_RECORDS = re.compile(r"with (\d+) records cannot be committed")
 _FAILPOINT_FIRED = re.compile(r"failpoint (\w+) fired")
+_TASK_FAILURE_INJECTED = re.compile(r"injected task failure")
 
 
 class JobTemplateError(ValueError):
@@ -125,6 +135,11 @@ class JobTemplate:
     def writes_metrics(self) -> bool:
         return "{metrics_file}" in self.text
 
+    @property
+    def holds(self) -> bool:
+        """True when the job waits for ``{hold_file}`` once its input is processed."""
+        return "{hold_file}" in self.text
+
     def render(self, values: Mapping[str, str], extra_args: list[str] | None = None) -> list[str]:
         """The argv of one run: every placeholder filled (each as one argument), plus extras."""
         fill = {"python": sys.executable, "examples": str(EXAMPLES_DIR), **values}
@@ -155,6 +170,8 @@ class RunResult:
     failpoints_fired: list[str] = field(default_factory=list)
     transaction_lost: bool = False
     lost_records_reported: int = 0
+    #: Executor task failures the run's log shows were injected (KAFKA_EOS_TASK_FAILURE_RATE).
+    task_failures_injected: int = 0
 
     @property
     def died_abruptly(self) -> bool:
@@ -176,6 +193,7 @@ class RunResult:
             "fault_end_ms": self.fault_end_ms,
             "failpoints_fired": self.failpoints_fired, "transaction_lost": self.transaction_lost,
             "lost_records_reported": self.lost_records_reported,
+            "task_failures_injected": self.task_failures_injected,
         }
 
     def log_tail(self, lines: int = 20) -> str:
@@ -244,6 +262,7 @@ class JobRun:
         result.failpoints_fired = _FAILPOINT_FIRED.findall(text)
         result.transaction_lost = bool(TRANSACTION_LOST.search(text))
         result.lost_records_reported = max((int(n) for n in _LOST_RECORDS.findall(text)), default=0)
+        result.task_failures_injected = len(_TASK_FAILURE_INJECTED.findall(text))
         if result.fault_start_ms is None and result.exit_code not in (0, None):
             result.fault_start_ms = result.fault_end_ms = result.end_ms
         return result

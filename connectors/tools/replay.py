@@ -20,11 +20,34 @@ Scenarios (one row each in the report):
 
 All randomness (failpoint hit counts, kill moments, broker restart moment, task failure seeds)
 comes from ``random.Random(f"{seed}:{scenario}")``, so adding a scenario does not change the
-others. The seed fixes where in a run each fault lands as a fraction of the fault-free baseline
-run: for kills and the broker restart, of its duration after its first committed checkpoint,
-counted from the faulted run's own first committed checkpoint (start-up varies too much between
-runs to time faults from process start); for failpoint hits, of its checkpoint count. The same
-seed reproduces the same plan on the same setup, and the report states the absolute values used.
+others, and the report states the absolute values used.
+
+Every fault of the kit's engines lands on a running job by construction, never by winning a race
+with the clock:
+
+- failpoint hits are chosen among those the workload is certain to reach, computed up front from
+  the input's record count and the batch size. The in-process job takes a checkpoint after every
+  batch of records (as well as on its timer), so ``records // batch`` checkpoints come before the
+  end of the input whatever the machine's speed, and every failpoint is reached at least once per
+  checkpoint; a hit up to one less than that count crashes the job with a batch of input still to
+  go. Spark's micro-batches are sized by ``maxOffsetsPerTrigger``, but failpoint hits are counted
+  per Python process (write tasks in reused Python workers, the driver-side commit in its reused
+  runner), so the replay picks hit 1 or 2, which the first two batches reach, and wants at least
+  three batches. A custom job's checkpoints are unknown: its hits come from the baseline's
+  checkpoint count, and a miss is reported as inconclusive;
+- ``kill9`` and ``broker_restart`` are timed, at a seeded fraction of the baseline's duration after
+  its first committed checkpoint, counted from the faulted run's own first committed checkpoint
+  (start-up varies too much between runs to time faults from process start). The kit's examples
+  then take a hold file (``{hold_file}``, see :mod:`connectors.tools.job_hold`): once their input
+  is processed they wait for it, and the replay creates it only after the fault was delivered,
+  so a fast run cannot finish before the fault. The report notes a kill that came after the last
+  commit;
+- the ``txn_timeout`` scenario delays the first commit that carries records (the first hit of the
+  range above: in-process, hits 1 and 2 are the two writers' empty transactions of the
+  checkpoint taken at start; in Spark, the first batch's commit) by more than the transaction
+  timeout plus the broker's cleanup interval. Nothing can end the job before its first commit, so
+  the delay is reached for certain, even on a machine so slow that a batch outlives the short
+  timeout by itself (then the loss it reports is that one).
 """
 
 from __future__ import annotations
@@ -38,11 +61,17 @@ from typing import Callable, Mapping, Sequence
 
 from connectors.kafka.clients import KafkaClients, TopicPartition
 from connectors.kafka.client_factory import clients_for
-from connectors.tools.broker import TXN_CLEANUP_INTERVAL_KEY, Broker, retry_transient
+from connectors.tools.broker import (
+    REAL_BROKER_HELP,
+    SIMULATED_NOTICE,
+    TXN_CLEANUP_INTERVAL_KEY,
+    Broker,
+    retry_transient,
+)
 from connectors.tools.job_metrics import CheckpointEvent, read_metrics
 from connectors.tools.jobs import JobRun, JobTemplate, RunResult
 from connectors.tools.loader import ensure_topic
-from connectors.tools.verify import ProgressCallback, VerifyReport, verify
+from connectors.tools.verify import ProgressCallback, VerifyReport, committed_record_count, verify
 from twophase import failpoints
 
 log = logging.getLogger(__name__)
@@ -56,7 +85,13 @@ PASSED, FAILED, SKIPPED, INCONCLUSIVE = "passed", "failed", "skipped", "inconclu
 _TXN_TIMEOUT_MS = 3000
 _TXN_TIMEOUT_MARGIN_MS = 2000
 _DEFAULT_BROKER_CLEANUP_MS = 10_000  # Kafka's default transaction.abort.timed.out...interval.ms
+#: The first hit a planned in-process or custom crash may take: a job's first checkpoint may come
+#: on its timer before it has read anything, and with two writers that is two hits.
 _FIRST_HIT = 3
+#: Spark's hit counters are per Python process; every arrangement of workers reaches these.
+_SPARK_HITS = (1, 2)
+#: Batches a Spark run needs so that a crash at hit 2 still leaves input to process.
+_SPARK_MIN_BATCHES = 3
 
 
 def parse_scenarios(text: str) -> list[str]:
@@ -146,16 +181,23 @@ class ReplayResult:
     job_command: str
     seed: int
     scenarios: list[ScenarioResult]
+    #: True when the cluster was the kit's embedded test cluster, not a Kafka broker.
+    simulated: bool = False
 
     @property
     def passed(self) -> bool:
         return all(s.status in (PASSED, SKIPPED) for s in self.scenarios)
 
     def to_json(self) -> dict[str, object]:
+        # On the embedded cluster the notice comes first and last, as on the console.
+        notice = {"notice": SIMULATED_NOTICE, "real_broker": REAL_BROKER_HELP} if self.simulated else {}
         return {
-            "bootstrap": self.bootstrap, "broker": self.broker_origin, "input_topic": self.input_topic,
-            "engine": self.engine, "job_command": self.job_command, "seed": self.seed,
-            "passed": self.passed, "scenarios": [s.to_json() for s in self.scenarios],
+            **notice,
+            "bootstrap": self.bootstrap, "broker": self.broker_origin, "simulated": self.simulated,
+            "input_topic": self.input_topic, "engine": self.engine, "job_command": self.job_command,
+            "seed": self.seed, "passed": self.passed,
+            "scenarios": [{**s.to_json(), "simulated": self.simulated} for s in self.scenarios],
+            **({"closing_notice": SIMULATED_NOTICE} if self.simulated else {}),
         }
 
 
@@ -173,9 +215,12 @@ class Replay:
         self._events = events
         self.clients: KafkaClients = clients_for(options.bootstrap, options.client_config)
         #: Seconds a fault-free run took and the checkpoints it made (from the baseline), to
-        #: place kills, broker restarts and failpoint hits inside a running job.
+        #: place kills and broker restarts, and a custom job's failpoint hits.
         self._baseline_s: float | None = None
         self._baseline_checkpoints = 0
+        #: Records a read_committed reader finds in the input (counted in :meth:`run`), from
+        #: which the kit's engines' failpoint hits are planned.
+        self._input_records: int | None = None
 
     def _event(self, message: str) -> None:
         log.info("%s", message)
@@ -185,10 +230,13 @@ class Replay:
     def run(self) -> ReplayResult:
         opts = self.options
         partitions = len(retry_transient(lambda: self._partitions(opts.input_topic), f"partitions of {opts.input_topic}"))
+        self._input_records = retry_transient(lambda: committed_record_count(self.clients, opts.input_topic),
+                                              f"records of {opts.input_topic}")
         order = sorted(opts.scenarios, key=lambda n: n != "baseline")  # baseline first: it times the job
         results = [self._scenario(name, partitions) for name in order]
         return ReplayResult(opts.bootstrap, opts.broker.origin if opts.broker else None, opts.input_topic,
-                            opts.template.engine, opts.template.text, opts.seed, results)
+                            opts.template.engine, opts.template.text, opts.seed, results,
+                            simulated=bool(opts.broker and opts.broker.simulated))
 
     # -- one scenario ------------------------------------------------------------------------------
 
@@ -233,8 +281,10 @@ class Replay:
                   "checkpoint_interval": f"{opts.checkpoint_interval:g}",
                   "batch_records": str(opts.batch_records or opts.template.default_batch_records)}
         self._event(f"{name}: {fault}")
+        if name in FAILPOINT_SCENARIOS:
+            result.notes.append(self._hit_range()[2])
         if name == "txn_timeout":
-            self._run_txn_timeout(result, rng, values, folder)
+            self._run_txn_timeout(result, values, folder)
         else:
             self._run_until_done(name, result, rng, values, folder)
         metrics = read_metrics(metrics_file)
@@ -285,8 +335,40 @@ class Replay:
                 "broker_restart": "broker restart mid-run",
                 "txn_timeout": "a transaction outlives transaction.timeout.ms"}[name]
 
-    def _last_hit(self) -> int:
-        return max(_FIRST_HIT + 2, self._baseline_checkpoints // 4)
+    def _batch_records(self) -> int:
+        return self.options.batch_records or self.options.template.default_batch_records
+
+    def _hit_range(self) -> tuple[int, int, str]:
+        """(first, last, why): failpoint hits that every run of the job reaches before the end of
+        its input, whatever the machine's speed (see the module docstring), and a sentence for
+        the report saying why."""
+        engine = self.options.template.engine
+        records, batch = self._input_records, self._batch_records()
+        if engine == "inprocess" and records is not None:
+            # One checkpoint after every `batch` records, each reaching every failpoint at least
+            # once (mid_commit: between the example's two writers); timer checkpoints only add
+            # hits. Up to one less than the count: a batch of input is still to come.
+            count = records // batch
+            if count < 2:
+                return 1, 1, (f"Failpoint hit 1: the input holds {records} records, fewer than two batches "
+                              f"of {batch}, so the crash may come after the last record.")
+            last = count - 1
+            first = min(_FIRST_HIT, last)
+            return first, last, (f"Failpoint hits {first} to {last} are reached for certain: the job "
+                                 f"checkpoints after each of the input's {count} batches of {batch} records.")
+        if engine == "spark" and records is not None:
+            batches = -(-records // batch)
+            first, last = _SPARK_HITS
+            if batches < _SPARK_MIN_BATCHES:
+                return first, first, (f"Failpoint hit {first}: only {batches} micro-batches of {batch} records, "
+                                      "so the crash may come in the last one.")
+            return first, last, (f"Failpoint hits {first} to {last} are reached for certain: hits are counted "
+                                 "per Python process (write tasks in reused workers, the commit in its reused "
+                                 f"runner), and the first two of the input's {batches} micro-batches reach them.")
+        last = max(_FIRST_HIT + 2, self._baseline_checkpoints // 4)
+        return _FIRST_HIT, last, (f"Failpoint hits {_FIRST_HIT} to {last}: a custom job's checkpoints are unknown, "
+                                  f"so up to a quarter of the baseline's {self._baseline_checkpoints} checkpoints; "
+                                  "a hit the job never reaches shows as inconclusive.")
 
     def _fault_window_s(self) -> tuple[float, float]:
         """Seconds after a run's first committed checkpoint (or its start, for a job that writes
@@ -298,19 +380,28 @@ class Replay:
         return 0.05 * self._baseline_s, 0.35 * self._baseline_s
 
     def _await_first_commit(self, run: JobRun, metrics_file: Path) -> None:
-        """Wait until ``run`` has committed a checkpoint (or ended), so that timed faults count
-        from steady processing: start-up time (imports, a Spark session, cold caches) varies far
-        more between runs than processing does."""
+        """Wait until ``run`` has committed a checkpoint (or is held with its input processed,
+        or ended), so that timed faults count from steady processing: start-up time (imports, a
+        Spark session, cold caches) varies far more between runs than processing does. A resumed
+        run with nothing left to process may commit nothing, and is then held."""
         if not self.options.template.writes_metrics:
             return
         deadline = time.monotonic() + self.options.run_timeout_s
         while run.running() and time.monotonic() < deadline:
-            if read_metrics(metrics_file).first_commit_after(run.result.start_ms) is not None:
+            metrics = read_metrics(metrics_file)
+            if metrics.first_commit_after(run.result.start_ms) or metrics.held_after(run.result.start_ms):
                 return
             time.sleep(0.05)
 
     def _start(self, values: Mapping[str, str], folder: Path, run_number: int, env: Mapping[str, str],
-               failpoint: str | None = None, extra: list[str] | None = None) -> JobRun:
+               failpoint: str | None = None, extra: list[str] | None = None, hold: bool = False) -> JobRun:
+        """Start run ``run_number``. With ``hold`` its hold file does not exist yet: a job that
+        takes ``{hold_file}`` then waits at the end of its input until :meth:`_release`."""
+        hold_file = self._hold_file(folder, run_number)
+        hold_file.unlink(missing_ok=True)
+        if not hold:
+            hold_file.touch()
+        values = {**values, "hold_file": str(hold_file)}
         args = list(extra or [])
         run_env = dict(env)
         if failpoint is not None:
@@ -322,6 +413,14 @@ class Replay:
                 run_env[failpoints.ENV_VAR] = failpoint
         return JobRun(self.options.template.render(values, args), run_env, folder / f"run-{run_number:02d}.log")
 
+    @staticmethod
+    def _hold_file(folder: Path, run_number: int) -> Path:
+        return folder / f"run-{run_number:02d}.release"
+
+    def _release(self, folder: Path, run_number: int) -> None:
+        """Let a held run exit: its fault was delivered (or could not be)."""
+        self._hold_file(folder, run_number).touch()
+
     def _run_until_done(self, name: str, result: ScenarioResult, rng: random.Random,
                         values: Mapping[str, str], folder: Path) -> None:
         opts = self.options
@@ -329,13 +428,18 @@ class Replay:
         metrics_file = Path(values["metrics_file"])
         for number in range(1, opts.max_runs + 1):
             step = plan.pop(0) if plan else {}
-            run = self._start(values, folder, number, step.get("env", {}), step.get("failpoint"))
-            if "kill_after_s" in step or "broker_restart_after_s" in step:
+            timed = "kill_after_s" in step or "broker_restart_after_s" in step
+            run = self._start(values, folder, number, step.get("env", {}), step.get("failpoint"), hold=timed)
+            if timed:
                 self._await_first_commit(run, metrics_file)
             if "kill_after_s" in step:
                 time.sleep(step["kill_after_s"])
                 if not run.kill():
                     result.notes.append(f"run {number}: finished before the kill at {step['kill_after_s']:.2f} s")
+                elif (held := read_metrics(metrics_file).held_after(run.result.start_ms)) is not None \
+                        and run.result.fault_start_ms is not None and held <= run.result.fault_start_ms:
+                    result.notes.append(f"run {number}: killed after it had processed all its input "
+                                        "(it was held for the kill)")
             elif "broker_restart_after_s" in step:
                 time.sleep(step["broker_restart_after_s"])
                 if run.running():
@@ -346,10 +450,12 @@ class Replay:
                     up = _now_ms()
                     run.result.mark_fault(down, up)
                     # The broker's own stop and start add to the planned downtime: say what it was.
-                    result.fault = (f"broker restart {step['broker_restart_after_s']:.1f} s after start, "
+                    result.fault = (f"broker restart {step['broker_restart_after_s']:.1f} s after "
+                                    f"{'its first commit' if opts.template.writes_metrics else 'start'}, "
                                     f"down {(up - down) / 1000:.1f} s")
                 else:
                     result.notes.append(f"run {number}: finished before the broker restart")
+            self._release(folder, number)
             outcome = run.wait(opts.run_timeout_s)
             result.runs.append(outcome)
             self._progress_event(name, outcome, number)
@@ -368,29 +474,28 @@ class Replay:
         opts = self.options
         if name == "baseline":
             return "none", []
-        # Every failpoint is reached at least once per checkpoint, so a hit up to a quarter of
-        # the baseline's checkpoint count fires while the job runs, even when a run is much faster
-        # than the baseline (fewer time-triggered checkpoints). From the third hit on: a job's
-        # first checkpoint may come before it has read anything.
-        last_hit = self._last_hit()
         if name == failpoints.DURING_RESTORE:
-            hit = _pick_hit(rng, last_hit)
-            first = f"{failpoints.AFTER_PRE_COMMIT}:exit@{hit}"
+            # The first crash leaves a checkpoint stored but not committed, so the restore has
+            # work to do, and is reached, in every engine: the Spark sink restores (and so reaches
+            # during_restore) only for such a checkpoint.
+            hit = _pick_hit(rng, *self._hit_range()[:2])
+            first = f"{failpoints.AFTER_CHECKPOINT_STORED}:exit@{hit}"
             second = f"{failpoints.DURING_RESTORE}:exit"
-            return (f"crash at {failpoints.AFTER_PRE_COMMIT} (hit {hit}), then at {name}",
+            return (f"crash at {failpoints.AFTER_CHECKPOINT_STORED} (hit {hit}), then at {name}",
                     [{"failpoint": first}, {"failpoint": second}])
         if name in FAILPOINT_SCENARIOS:
-            hit = _pick_hit(rng, last_hit)
+            hit = _pick_hit(rng, *self._hit_range()[:2])
             spec = f"{name}:exit@{hit}"
             return f"crash at {name} (hit {hit})", [{"failpoint": spec}]
         low, high = self._fault_window_s()
+        since = "its first commit" if opts.template.writes_metrics else "start"
         if name == "kill9":
             delays = [rng.uniform(low, high) for _ in range(opts.kills)]
-            return ("kill -9 at " + ", ".join(f"{d:.1f}" for d in delays) + " s after start",
+            return ("kill -9 at " + ", ".join(f"{d:.1f}" for d in delays) + f" s after {since} (one per run)",
                     [{"kill_after_s": d} for d in delays])
         if name == "broker_restart":
             delay = rng.uniform(low, high)
-            return (f"broker down {opts.broker_downtime_s:g} s at {delay:.1f} s after start",
+            return (f"broker down {opts.broker_downtime_s:g} s at {delay:.1f} s after {since}",
                     [{"broker_restart_after_s": delay}])
         if name == "task_failures":
             seed = rng.randrange(2**31)
@@ -429,18 +534,20 @@ class Replay:
         value = retry_transient(describe, "broker configuration")
         return int(value) if value else _DEFAULT_BROKER_CLEANUP_MS
 
-    def _run_txn_timeout(self, result: ScenarioResult, rng: random.Random, values: Mapping[str, str],
-                         folder: Path) -> None:
+    def _run_txn_timeout(self, result: ScenarioResult, values: Mapping[str, str], folder: Path) -> None:
         opts = self.options
         # The broker aborts a timed-out transaction at its next cleanup pass, so the commit must
         # wait past the timeout plus one cleanup interval (plus a margin) to find it aborted.
         sleep_ms = _TXN_TIMEOUT_MS + self._cleanup_interval_ms() + _TXN_TIMEOUT_MARGIN_MS
-        hit = _pick_hit(rng, self._last_hit())
+        # The first commit that carries records (see the module docstring): a later one might
+        # never come, should an earlier batch outlive the short timeout by itself.
+        hit = _SPARK_HITS[0] if opts.template.engine == "spark" else _FIRST_HIT
         spec = f"{failpoints.BEFORE_COMMIT}:sleep({sleep_ms})@{hit}"
         # The guardrail wants transaction.timeout.ms >= checkpoint timeout + restart budget.
         flags = ["--transaction-timeout-ms", str(_TXN_TIMEOUT_MS),
                  "--checkpoint-timeout-ms", str(_TXN_TIMEOUT_MS), "--restart-budget-ms", "0"]
-        result.fault = f"transaction.timeout.ms={_TXN_TIMEOUT_MS}, commit delayed {sleep_ms} ms"
+        result.fault = (f"transaction.timeout.ms={_TXN_TIMEOUT_MS}, the first commit with records "
+                        f"(before_commit hit {hit}) delayed {sleep_ms} ms")
         first = self._start(values, folder, 1, {}, spec, flags).wait(opts.run_timeout_s)
         result.runs.append(first)
         self._progress_event(result.name, first, 1)
@@ -474,7 +581,9 @@ class Replay:
             result.status, result.verdict = PASSED, "exactly-once"
             if self._fault_missed(result):
                 result.status = INCONCLUSIVE
-                result.verdict = "exactly-once, but the fault did not hit a running job"
+                result.verdict = ("exactly-once, but no task failure was injected (another --seed may inject some)"
+                                  if result.name == "task_failures" else
+                                  "exactly-once, but the fault did not hit a running job")
         elif not finished:
             result.status = FAILED
             result.verdict = "job did not finish" + ("" if report.exactly_once else "; NOT exactly-once")
@@ -482,8 +591,10 @@ class Replay:
             result.status, result.verdict = FAILED, "NOT exactly-once: " + _anomaly_text(report)
 
     def _fault_missed(self, result: ScenarioResult) -> bool:
-        if result.name == "baseline" or result.name == "task_failures":
+        if result.name == "baseline":
             return False
+        if result.name == "task_failures":
+            return not any(run.task_failures_injected for run in result.runs)
         if result.name in FAILPOINT_SCENARIOS:
             return not any(self._failpoint_hit(run) for run in result.runs)
         return not any(run.fault_start_ms is not None for run in result.runs)
@@ -512,10 +623,10 @@ class Replay:
             result.verdict = "the transaction was not aborted in time (no loss, nothing to report)"
 
 
-def _pick_hit(rng: random.Random, last_hit: int) -> int:
-    """A hit count in [_FIRST_HIT, last_hit] at the seeded fraction of that range: the same seed
-    puts the fault at the same relative point of the run whatever the baseline measured."""
-    return _FIRST_HIT + int(rng.random() * (last_hit - _FIRST_HIT + 1))
+def _pick_hit(rng: random.Random, first: int, last: int) -> int:
+    """A hit count in [first, last] at the seeded fraction of that range: the same seed puts the
+    fault at the same relative point of the run."""
+    return first + int(rng.random() * (last - first + 1))
 
 
 def _anomaly_text(report: VerifyReport) -> str:

@@ -3,6 +3,9 @@
 The plot shows, per scenario, each checkpoint's commit latency (trigger to every transaction
 committed) over time, with each fault as a red line and the recovery gap after it (fault to the
 first checkpoint committed afterwards) as a shaded band: people would rather look than read.
+
+A run on the kit's embedded test cluster is labelled with the simulated-Kafka notice first and
+last in the Markdown and JSON reports, in every verdict of the table, and in the plot's title.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from connectors.tools.broker import REAL_BROKER_HELP, SIMULATED_NOTICE
 from connectors.tools.replay import SKIPPED, ReplayResult, ScenarioResult
 
 log = logging.getLogger(__name__)
@@ -28,10 +32,10 @@ class ReportFiles:
     plot: Path | None
 
 
-def _recovery_text(scenario: ScenarioResult) -> str:
+def _recovery_text(scenario: ScenarioResult, writes_metrics: bool) -> str:
     gaps = scenario.recovery_ms
     if scenario.recoveries and not scenario.checkpoints:
-        return "n/a (job wrote no metrics)"
+        return "n/a (no checkpoint committed)" if writes_metrics else "n/a (job wrote no metrics)"
     if not gaps:
         missing = sum(1 for _, _, done in scenario.recoveries if done is None)
         return f"none after {missing} fault(s)" if missing else "—"
@@ -43,6 +47,7 @@ def _recovery_text(scenario: ScenarioResult) -> str:
 def table_rows(result: ReplayResult) -> list[tuple[str, ...]]:
     """The report's table, one tuple of cell texts per scenario (columns: :data:`COLUMNS`)."""
     rows = []
+    label = " (simulated Kafka)" if result.simulated else ""
     for s in result.scenarios:
         report = s.verify
         if s.status == SKIPPED or report is None:
@@ -52,7 +57,7 @@ def table_rows(result: ReplayResult) -> list[tuple[str, ...]]:
             s.name, s.fault, str(s.restarts), str(report.counts["input_records"]),
             str(report.counts["output_records"]), str(report.count("duplicates")),
             str(report.count("lost_writes")), str(report.count("aborted_reads")),
-            _recovery_text(s), s.verdict,
+            _recovery_text(s, "{metrics_file}" in result.job_command), s.verdict + label,
         ))
     return rows
 
@@ -61,8 +66,10 @@ def _markdown_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(result: ReplayResult) -> str:
+def markdown(result: ReplayResult, plot_file: str | None = None) -> str:
+    notice = [f"> **{SIMULATED_NOTICE}**", ">", f"> {REAL_BROKER_HELP}", ""] if result.simulated else []
     lines = [
+        *notice,
         "# kafka-eos replay report",
         "",
         f"- Overall: **{'PASSED' if result.passed else 'FAILED'}**",
@@ -100,6 +107,10 @@ def markdown(result: ReplayResult) -> str:
         for anomaly in sample.anomalies.values():
             jepsen = f" [{anomaly.jepsen_name}]" if anomaly.jepsen_name else ""
             lines.append(f"- **{anomaly.name}**{jepsen}: {anomaly.detection}")
+    if plot_file is not None:
+        lines += ["", f"![commit latency]({plot_file})"]
+    if result.simulated:
+        lines += ["", f"> **{SIMULATED_NOTICE}**"]
     return "\n".join(lines) + "\n"
 
 
@@ -137,8 +148,11 @@ def plot(result: ReplayResult, path: Path) -> Path | None:
         ax.tick_params(labelsize=7)
     for ax in list(axes.flat)[len(ran):]:
         ax.set_visible(False)
-    fig.suptitle("Per-checkpoint commit latency (trigger to committed), one line per run of the job; "
-                 "red line: fault, dark band: broker down, light band: recovery gap", fontsize=10)
+    title = ("Per-checkpoint commit latency (trigger to committed), one line per run of the job; "
+             "red line: fault, dark band: broker down, light band: recovery gap")
+    if result.simulated:
+        title = f"{SIMULATED_NOTICE}\n{title}"
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -151,10 +165,8 @@ def write_reports(result: ReplayResult, directory: str | Path) -> ReportFiles:
     folder.mkdir(parents=True, exist_ok=True)
     md_path = folder / "report.md"
     json_path = folder / "report.json"
-    md_path.write_text(markdown(result), encoding="utf-8")
     json_path.write_text(json.dumps(result.to_json(), indent=1, default=str), encoding="utf-8")
     png_path = plot(result, folder / "commit-latency.png")
-    if png_path is not None:
-        md_path.write_text(markdown(result) + f"\n![commit latency]({png_path.name})\n", encoding="utf-8")
+    md_path.write_text(markdown(result, png_path.name if png_path else None), encoding="utf-8")
     log.info("reports written to %s", folder)
     return ReportFiles(md_path, json_path, png_path)

@@ -238,6 +238,19 @@ def _snapshot(clients: KafkaClients, topic: str) -> _Snapshot:
     return _Snapshot(topic, earliest, lso, high_watermark)
 
 
+def committed_record_count(clients: KafkaClients, topic: str) -> int:
+    """How many records a read_committed reader finds in ``topic`` now (markers and aborted
+    records take offsets, so the offsets alone overstate it)."""
+    ranges = _snapshot(clients, topic).ranges(read_committed=True)
+    if not ranges:
+        return 0
+    reader = clients.reader(read_committed=True)
+    try:
+        return sum(len(batch) for batch in reader.read_batches(ranges, include_headers=False))
+    finally:
+        reader.close()
+
+
 class _IdStore:
     """The (id, partition, offset) rows of the four passes, in a SQLite file."""
 

@@ -1,0 +1,136 @@
+"""Keeps the exactly-once sink's state from being lost, or taken for another query's.
+
+Checked on the driver before any task of a query writes (``streamWriter()``/``writer()``):
+
+- **Ownership.** The state directory is bound, at first use, to whoever writes through it (an
+  ``_owner`` record, created once with a conditional create): a streaming query by Spark's query
+  id, the foreachBatch helper by the id of the query it runs in, plain ``df.write`` batch writes as
+  "batch writes" (they have no query id). Another owner is refused with
+  :class:`ForeignStateError`: batch 7 of one query is not batch 7 of another, and treating it so
+  would skip batches as "already committed".
+- **Lost state.** Spark runs batch N only after its commit log holds N-1, and the sink stores
+  checkpoint N before Spark logs N. So a commit log newer than every stored checkpoint means the
+  state is not the one the query ran with (a local ``eos.stateDir`` on a driver that moved to
+  another machine, a deleted folder): replaying from it would write batches again.
+  :class:`LostStateError` names the expected location. ``eos.adoptExistingQuery=true`` lets a
+  query that committed batches with another sink start an empty state (recorded in ``_owner``).
+
+A Python worker checks each (state directory, owner) once; later batches in the same worker only
+read the query id.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from connectors.spark.options import SinkOptions
+from connectors.spark.query_checkpoint import COMMIT_LOG, read_query_checkpoint
+from twophase.checkpoint_store import FileCheckpointStore
+from twophase.state_owner import StateOwner
+
+log = logging.getLogger(__name__)
+
+STREAMING_QUERY = "spark-streaming-query"
+BATCH_WRITES = "spark-batch-writes"
+ADOPT_OPTION = "eos.adoptExistingQuery"
+
+_verified: set[tuple[str, str, str | None]] = set()
+_verified_lock = threading.Lock()
+
+
+class ForeignStateError(RuntimeError):
+    """The state directory belongs to another query (or to batch writes)."""
+
+
+class LostStateError(RuntimeError):
+    """The query committed batches that its state directory knows nothing of."""
+
+
+def guard_sink_state(options: SinkOptions) -> None:
+    """Bind ``options.state_dir`` to this writer's owner and refuse lost state (see module doc)."""
+    description = ""
+    last_committed: int | None = None
+    if options.streaming:
+        if options.checkpoint_location is None:
+            raise ValueError("a streaming kafka-eos sink always has a checkpointLocation (parse_sink_options)")
+        checkpoint = read_query_checkpoint(options.checkpoint_location)
+        owner_key = (options.state_dir, STREAMING_QUERY, checkpoint.query_id)
+        description = f"checkpointLocation {checkpoint.location}"
+        if _is_verified(owner_key):
+            return
+        last_committed = checkpoint.last_committed_batch()
+        committed_where = f"Spark's commit log {checkpoint.location}/{COMMIT_LOG}"
+    elif options.query_id is not None:
+        # The foreachBatch helper: Spark calls it for batch N only once N-1 is in its commit log.
+        owner_key = (options.state_dir, STREAMING_QUERY, options.query_id)
+        if _is_verified(owner_key):
+            return
+        description = "foreachBatch"
+        batch = options.checkpoint_id if options.checkpoint_id is not None else 0
+        last_committed = batch - 1 if batch > 0 else None
+        committed_where = f"Spark, which runs batch {batch} only after committing batch {batch - 1}"
+    else:
+        owner_key = (options.state_dir, BATCH_WRITES, None)
+        if _is_verified(owner_key):
+            return
+        committed_where = ""
+    kind, owner_id = owner_key[1], owner_key[2]
+    store = FileCheckpointStore(options.state_dir, options.retained_checkpoints, check_writable=False)
+    wanted = StateOwner(kind=kind, owner_id=owner_id, description=description, created_ms=int(time.time() * 1000))
+    store.check_writable()
+    _bind(store, wanted, last_committed, committed_where, options.adopt_existing_query)
+    with _verified_lock:
+        _verified.add(owner_key)
+
+
+def _is_verified(owner_key: tuple[str, str, str | None]) -> bool:
+    with _verified_lock:
+        return owner_key in _verified
+
+
+def _refuse_foreign(store: FileCheckpointStore, recorded: StateOwner, wanted: StateOwner) -> ForeignStateError:
+    return ForeignStateError(
+        f"kafka-eos: the state at {store.directory} belongs to {recorded.describe()}, not to "
+        f"{wanted.describe()}. Its checkpoint ids mean nothing to this writer, so it is refused (using "
+        "it would skip batches as already committed). If the query's checkpoint was reset (deleted, "
+        "or a new checkpointLocation), give the sink a fresh state location: set eos.stateDir to a new "
+        "folder, or leave it unset so the state lives inside checkpointLocation; delete the old state "
+        "only once its newest checkpoint is committed. If two queries share one state location, give "
+        "each its own eos.stateDir.")
+
+
+def _bind(store: FileCheckpointStore, wanted: StateOwner, last_committed: int | None, committed_where: str,
+          adopt: bool) -> None:
+    recorded = store.owner()
+    if recorded is not None and not recorded.same_owner_as(wanted):
+        raise _refuse_foreign(store, recorded, wanted)
+    covered_by = store.checkpoint_ids()[-1:]
+    if recorded is not None and recorded.adopted_through is not None:
+        covered_by.append(recorded.adopted_through)
+    covered = max(covered_by, default=None)
+    if last_committed is not None and (covered is None or last_committed > covered):
+        if adopt and recorded is None and store.is_empty():
+            wanted = StateOwner(wanted.kind, wanted.owner_id, wanted.description,
+                                adopted_through=last_committed, created_ms=wanted.created_ms)
+            log.warning("%s=true: %s committed batches up to %d before using the kafka-eos state at %s; "
+                        "starting that state now", ADOPT_OPTION, wanted.describe(), last_committed, store.directory)
+        else:
+            held = f"holds checkpoints only up to {covered}" if covered is not None else "is empty"
+            raise LostStateError(
+                f"kafka-eos: lost state. {wanted.describe()} has committed batches up to {last_committed} "
+                f"({committed_where}), but the sink's state at {store.directory} {held}. Going on would "
+                "write those batches' output again (duplicates), so the query stops. Point the sink at "
+                "the state the query ran with: eos.stateDir (or, unset, <checkpointLocation>/kafka-eos) "
+                "must be on storage every driver machine reaches (S3, ABFS, GCS, HDFS, DBFS), not a local "
+                f"disk. Only if this query never wrote through kafka-eos before, set {ADOPT_OPTION}=true "
+                "for its first run.")
+    elif adopt and recorded is not None:
+        log.warning("%s=true is set, but the state at %s is already in use by %s; remove the option: while "
+                    "it is set, a lost (empty) state of this query cannot be told from a new one",
+                    ADOPT_OPTION, store.directory, recorded.describe())
+    if recorded is None:
+        claimed = store.claim_owner(wanted)
+        if not claimed.same_owner_as(wanted):  # another writer claimed it first
+            raise _refuse_foreign(store, claimed, wanted)

@@ -1,0 +1,128 @@
+"""A driver that dies and is restarted on another machine, on real Kafka and a real S3 server.
+
+The Spark example keeps its kafka-eos state on S3 (``--state-dir s3://...``) and is SIGKILLed (the
+whole job: driver JVM and Python workers) at a failpoint. It is then restarted on "another
+machine": another working directory, HOME, TMPDIR, Spark local dir and JVM temp dir, with the first
+machine's directories deleted. Nothing local survives except the query's own checkpointLocation.
+
+Why Spark's checkpointLocation is a directory both "machines" see, not ``s3a://``: Spark reaches
+``s3a://`` through hadoop-aws and the AWS SDK bundle, jars that pyspark does not ship and that
+cannot be installed here (they come from Maven Central). In production that folder is on S3,
+ABFS, GCS or HDFS, which every driver machine reaches; here a directory outside both machines'
+folders plays that part. The kit itself reads that folder (the query id in ``metadata``, the
+commit log in ``commits/``) through the same filesystem layer as its S3 state.
+
+Also here: the issue's lost-state run (state A, then state B: refused instead of duplicating a
+batch) and a reset checkpoint (checkpoint folder deleted, state kept: refused).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
+from twophase import failpoints
+from twophase.checkpoint_store import FileCheckpointStore
+
+pytestmark = pytest.mark.spark
+
+JOB = Path(__file__).resolve().parent.parent / "examples" / "spark_pipeline.py"
+RECORDS = 3000
+KILLED = -signal.SIGKILL
+
+
+def run_on_machine(machine: Path, bootstrap: str, source: str, sink: str, checkpoint: Path, state_dir: str,
+                   *failpoint_specs: str) -> subprocess.CompletedProcess[str]:
+    """Run the example as a driver on ``machine``: every local directory it uses is under it."""
+    work, home, tmp = machine / "work", machine / "home", machine / "tmp"
+    for folder in (work, home, tmp):
+        folder.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, str(JOB), "--bootstrap", bootstrap, "--input", source, "--output", sink,
+               "--checkpoint-dir", str(checkpoint), "--state-dir", state_dir, "--bounded",
+               "--transform", "copy", "--max-offsets-per-trigger", "500"]
+    for spec in failpoint_specs:
+        command += ["--failpoint", spec]
+    environment = {k: v for k, v in os.environ.items() if k != failpoints.ENV_VAR}
+    environment.update(HOME=str(home), TMPDIR=str(tmp), SPARK_LOCAL_DIRS=str(tmp),
+                       JAVA_TOOL_OPTIONS=f"-Djava.io.tmpdir={tmp}")
+    return subprocess.run(command, capture_output=True, text=True, timeout=900, env=environment, cwd=work,
+                          start_new_session=True)
+
+
+def lose_machine(machine: Path) -> None:
+    shutil.rmtree(machine)
+
+
+@pytest.mark.parametrize("failpoint", ["after_checkpoint_stored", "mid_commit", "after_commit"])
+def test_driver_killed_and_restarted_on_another_machine_is_exactly_once(
+        kafka_bootstrap, kafka_clients, unique_name, tmp_path, s3_prefix, failpoint):
+    source, sink, ids = topics_with_orders(kafka_clients, unique_name, RECORDS)
+    checkpoint = tmp_path / "shared-storage" / "checkpoint"
+    crashed = run_on_machine(tmp_path / "machine-a", kafka_bootstrap, source, sink, checkpoint, s3_prefix,
+                             f"{failpoint}:exit@2")
+    assert crashed.returncode == KILLED, f"exit {crashed.returncode}\n{crashed.stderr[-4000:]}"
+    assert len(read_committed_values(kafka_clients, sink)) < RECORDS, "crashed after finishing"
+    stored = FileCheckpointStore(s3_prefix, check_writable=False)
+    assert stored.checkpoint_ids(), "the state is not on S3"
+    if failpoint != "after_commit":
+        assert not stored.is_committed(stored.checkpoint_ids()[-1]), "the crash did not hit the commit window"
+    lose_machine(tmp_path / "machine-a")
+
+    finished = run_on_machine(tmp_path / "machine-b", kafka_bootstrap, source, sink, checkpoint, s3_prefix)
+    assert finished.returncode == 0, finished.stderr[-4000:]
+    wait_until_stable(kafka_clients, sink)
+    assert_exactly_once(read_committed_values(kafka_clients, sink), ids, copied_id)
+    assert kafka_clients.txn_control().list_open_transactions("kafka-eos-") == []
+    assert not (checkpoint / "kafka-eos").exists(), "the kit kept state next to Spark's checkpoint"
+
+
+def test_a_restart_with_another_state_location_fails_loudly_instead_of_duplicating(
+        kafka_bootstrap, kafka_clients, unique_name, tmp_path, s3_prefix):
+    # The issue's measurement: run 1 with state A dies just after committing batch 3; run 2 starts
+    # from the same checkpointLocation with state B, as a driver on a new machine with a local
+    # eos.stateDir would. It used to exit 0 with a whole batch duplicated.
+    source, sink, ids = topics_with_orders(kafka_clients, unique_name, RECORDS)
+    checkpoint = tmp_path / "shared-storage" / "checkpoint"
+    state_a, state_b = f"{s3_prefix}/state-a", f"{s3_prefix}/state-b"
+    crashed = run_on_machine(tmp_path / "machine-a", kafka_bootstrap, source, sink, checkpoint, state_a,
+                             "after_commit:exit@3")
+    assert crashed.returncode == KILLED, crashed.stderr[-4000:]
+    written = read_committed_values(kafka_clients, sink)
+    lose_machine(tmp_path / "machine-a")
+
+    refused = run_on_machine(tmp_path / "machine-b", kafka_bootstrap, source, sink, checkpoint, state_b)
+    assert refused.returncode not in (0, KILLED), refused.stderr[-4000:]
+    assert "lost state" in refused.stderr and state_b in refused.stderr, refused.stderr[-4000:]
+    after = read_committed_values(kafka_clients, sink)
+    assert Counter(after) == Counter(written), "the refused run wrote output"
+    assert {v: n for v, n in Counter(after).items() if n > 1} == {}
+
+    finished = run_on_machine(tmp_path / "machine-c", kafka_bootstrap, source, sink, checkpoint, state_a)
+    assert finished.returncode == 0, finished.stderr[-4000:]
+    wait_until_stable(kafka_clients, sink)
+    assert_exactly_once(read_committed_values(kafka_clients, sink), ids, copied_id)
+
+
+def test_a_reset_checkpoint_with_its_state_kept_is_refused(kafka_bootstrap, kafka_clients, unique_name, tmp_path,
+                                                            s3_prefix):
+    source, sink, ids = topics_with_orders(kafka_clients, unique_name, RECORDS)
+    checkpoint = tmp_path / "shared-storage" / "checkpoint"
+    first = run_on_machine(tmp_path / "machine-a", kafka_bootstrap, source, sink, checkpoint, s3_prefix)
+    assert first.returncode == 0, first.stderr[-4000:]
+    wait_until_stable(kafka_clients, sink)
+    written = read_committed_values(kafka_clients, sink)
+    assert_exactly_once(written, ids, copied_id)
+    shutil.rmtree(checkpoint)
+
+    refused = run_on_machine(tmp_path / "machine-a", kafka_bootstrap, source, sink, checkpoint, s3_prefix)
+    assert refused.returncode not in (0, KILLED), refused.stderr[-4000:]
+    assert f"the state at {s3_prefix} belongs to spark-streaming-query" in refused.stderr, refused.stderr[-4000:]
+    assert Counter(read_committed_values(kafka_clients, sink)) == Counter(written)

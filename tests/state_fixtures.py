@@ -1,0 +1,94 @@
+"""State storages for unit tests (a local directory, and kafka_testkit's in-memory one) and the
+scenarios run on them, here and on real S3 in integration_tests/."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Callable
+
+from kafka_testkit.crashing_storage import CrashingStorage, SimulatedCrash, WriteLog
+from kafka_testkit.memory_storage import memory_storage
+from memory_system import ListSource, MemorySink, MemoryTransactionalSystem, StepClock
+from twophase.checkpoint_store import FileCheckpointStore
+from twophase.coordinator import CheckpointConfig, CheckpointCoordinator
+from twophase.pipeline import LocalPipeline
+from twophase.state_storage import LocalStateStorage, StateStorage
+
+KINDS = ("local", "memory")
+
+
+def make_storage(kind: str, tmp_path: Path) -> StateStorage:
+    if kind == "local":
+        return LocalStateStorage(tmp_path / "state")
+    if kind == "memory":
+        return memory_storage()
+    raise ValueError(f"unknown storage kind {kind!r}; valid: {KINDS}")
+
+
+RECORDS = list(range(60))
+RETAINED = 2
+
+
+def _run_life(storage: StateStorage, system: MemoryTransactionalSystem, crash_at: int | None, log: WriteLog) -> None:
+    """One process lifetime of the in-process pipeline: a checkpoint every 10 records."""
+    coordinator = CheckpointCoordinator(
+        FileCheckpointStore(CrashingStorage(storage, crash_at, log), retained_checkpoints=RETAINED),
+        CheckpointConfig(checkpoint_interval=None, retained_checkpoints=RETAINED), clock=StepClock(0.1))
+    sinks = [MemorySink("out-0", system), MemorySink("out-1", system)]
+    LocalPipeline(coordinator, ListSource(RECORDS), lambda r: [r], sinks, route=lambda v: v % 2,
+                  max_poll_records=7, checkpoint_every_records=10).run()
+
+
+def crash_at_every_write(new_storage: Callable[[str], StateStorage]) -> int:
+    """Run the pipeline once cleanly, counting its writes to the state; then, for every N, on a
+    fresh storage: crash before write N, restart, run to the end, and check the output is
+    exactly-once and no state file was ever written twice. Returns how many crashes were run."""
+    clean = WriteLog()
+    _run_life(new_storage("clean"), MemoryTransactionalSystem(), None, clean)
+    for crash_at in range(1, len(clean.writes) + 1):
+        storage = new_storage(f"crash-{crash_at}")
+        system = MemoryTransactionalSystem()
+        log = WriteLog()
+        try:
+            _run_life(storage, system, crash_at, log)
+            raise AssertionError(f"write {crash_at} was never reached")
+        except SimulatedCrash:
+            pass
+        _run_life(storage, system, None, log)  # the restarted process: same storage, same system
+        where = f"crash before write {crash_at} ({clean.writes[crash_at - 1]})"
+        counts = Counter(system.visible)
+        assert {v: n for v, n in counts.items() if n > 1} == {}, f"duplicates after a {where}"
+        assert set(counts) == set(RECORDS), f"lost records after a {where}"
+        assert system.open_txn_ids("") == [], f"open transactions after a {where}"
+        rewritten = [k for k in log.refused_creates if not k.startswith("_write-probe-")]  # refused by design
+        assert rewritten == [], f"a file was written twice after a {where}"
+        final = FileCheckpointStore(storage, check_writable=False)
+        assert final.is_committed(final.latest().checkpoint_id), f"last checkpoint unmarked after a {where}"
+        assert len(final.checkpoint_ids()) <= RETAINED, f"retention fell behind after a {where}"
+    return len(clean.writes)
+
+
+def racing_creates(storage: StateStorage, key: str, contenders: int = 8) -> list[int]:
+    """``contenders`` threads create ``key`` at once, each with its own content ("writer N").
+    Returns who won; the stored content must be the winner's."""
+    start = threading.Barrier(contenders)
+    winners: list[int] = []
+
+    def contend(n: int) -> None:
+        start.wait()
+        try:
+            storage.create(key, f"writer {n}".encode())
+            winners.append(n)
+        except FileExistsError:
+            pass
+
+    threads = [threading.Thread(target=contend, args=(n,)) for n in range(contenders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(winners) == 1, f"{len(winners)} writers created {key}"
+    assert storage.read(key) == f"writer {winners[0]}".encode()
+    return winners

@@ -1,0 +1,377 @@
+"""Where the kit keeps its state: a directory on any filesystem Spark keeps checkpoints on.
+
+A :class:`StateStorage` is one directory seen as a set of **write-once files** under relative keys
+(``chk-7/_metadata``). Object stores have no atomic rename, no directory fsync, and a reader that
+streams an object while it is overwritten can see a mix of both versions. So the state is never
+rewritten in place: every file is created exactly once, whole, and later only deleted.
+:meth:`StateStorage.create` is a conditional create (``If-None-Match: *`` semantics): of two
+writers of one key exactly one succeeds, the other gets :class:`FileExistsError`.
+
+:func:`open_state_storage` maps a path or URI to an implementation:
+
+- a local or mounted POSIX path, ``file:`` and ``dbfs:/`` (the ``/dbfs`` mount of Databricks):
+  :class:`LocalStateStorage`, temp file + fsync + ``link()`` (fails if the name exists) + fsync of
+  the directory;
+- ``s3://`` (also Spark's ``s3a://`` and ``s3n://``), ``gs://``, ``abfs://``/``abfss://``,
+  ``hdfs://``/``viewfs://``: :class:`ArrowStateStorage`, reads and listings through ``pyarrow.fs``
+  (credentials and endpoints found as pyarrow and the cloud SDKs find them), conditional creates
+  through the store's own SDK (:mod:`twophase.conditional_create`).
+
+A scheme outside that list is refused with :class:`UnsupportedStateLocationError`.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import posixpath
+import shutil
+import tempfile
+import uuid
+from abc import ABC, abstractmethod
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable
+from urllib.parse import urlparse
+
+import pyarrow.fs as pafs
+
+from twophase.conditional_create import ConditionalCreate, ReadOnly, conditional_create_for
+
+log = logging.getLogger(__name__)
+
+#: Schemes Spark users write, mapped to the pyarrow filesystem that serves them.
+_ARROW_SCHEMES = {
+    "s3": "s3", "s3a": "s3", "s3n": "s3",
+    "gs": "gs", "gcs": "gs",
+    "abfs": "abfs", "abfss": "abfss",
+    "hdfs": "hdfs", "viewfs": "viewfs",
+}
+_LOCAL_SCHEMES = ("", "file")
+DBFS_MOUNT = "/dbfs"
+SUPPORTED_LOCATIONS = (
+    "a local or mounted path (/path or file:///path), dbfs:/path (the /dbfs mount), "
+    "s3://bucket/path (also s3a://, s3n://), gs://bucket/path, "
+    "abfss://container@account.dfs.core.windows.net/path (also abfs://), hdfs://namenode/path"
+)
+_TEMP_SUFFIX = ".tmp"
+_PROBE_PREFIX = "_write-probe-"
+
+
+class UnsupportedStateLocationError(ValueError):
+    """A state location whose scheme the kit cannot open; the message names what would work."""
+
+
+class ConditionalCreateUnsupportedError(RuntimeError):
+    """The storage accepted a second create of an existing key: it ignores ``If-None-Match``."""
+
+
+def _is_temp(name: str) -> bool:
+    return name.startswith(".") and name.endswith(_TEMP_SUFFIX)
+
+
+def _check_key(key: str) -> str:
+    parts = key.split("/")
+    if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"state key {key!r} must be a relative path without '.' or '..' parts")
+    return key
+
+
+class StateStorage(ABC):
+    """One directory of state, as write-once files under relative, '/'-separated keys."""
+
+    #: The location as the user would write it, for messages.
+    uri: str
+
+    @abstractmethod
+    def create(self, key: str, data: bytes) -> None:
+        """Write ``key`` once. A reader sees all of ``data`` or no file; a second create of the
+        same key, by anyone, raises FileExistsError and leaves the first content in place."""
+
+    @abstractmethod
+    def read(self, key: str) -> bytes:
+        """The whole content of ``key``; FileNotFoundError if it does not exist."""
+
+    @abstractmethod
+    def exists(self, key: str) -> bool: ...
+
+    @abstractmethod
+    def list_keys(self, subdirectory: str = "") -> list[str]:
+        """Keys of every file under the directory (or under ``subdirectory`` of it), any depth,
+        sorted. Temp files of creates in progress are not listed."""
+
+    @abstractmethod
+    def delete(self, keys: Iterable[str]) -> None:
+        """Delete ``keys`` (missing ones are ignored) and whatever folder they leave empty."""
+
+    def delete_folder(self) -> None:
+        """Delete every file under the directory, and the directory itself where that exists."""
+        self.delete(self.list_keys())
+
+    def location(self, key: str = "") -> str:
+        """``key``'s full location, for messages."""
+        return f"{self.uri.rstrip('/')}/{key}" if key else self.uri
+
+    def check_writable(self) -> None:
+        """Fail now, not at the first checkpoint, when the directory cannot take our files or
+        when the storage ignores conditional creates (an old S3-compatible server, say)."""
+        probe = f"{_PROBE_PREFIX}{uuid.uuid4().hex}"
+        try:
+            self.create(probe, b"probe")
+            try:
+                self.create(probe, b"second")
+            except FileExistsError:
+                pass
+            else:
+                raise ConditionalCreateUnsupportedError(
+                    f"the storage of {self.uri!r} let a second writer create an existing file: it "
+                    "ignores conditional creates (If-None-Match: *), which the kit needs so that two "
+                    "drivers of one query cannot overwrite each other's state. Use a storage that "
+                    "supports them (AWS S3, MinIO, Ceph RGW >= 16, GCS, ABFS, HDFS, a POSIX disk)")
+            finally:
+                self.delete([probe])
+        except OSError as exc:
+            raise ValueError(f"state location {self.uri!r} is not a writable directory: {exc}") from exc
+
+
+class LocalStateStorage(StateStorage):
+    """A directory on a local or mounted POSIX filesystem.
+
+    create(): the data goes to a temp file in the target folder, which is fsynced and then
+    hard-linked to its final name (``link()`` fails when the name exists, so it is a conditional
+    create), and the folder is fsynced. Where the filesystem has no hard links (some FUSE mounts),
+    the final name is created with ``O_EXCL`` and written in place: still one winner, but a crash
+    in the middle of that write leaves a truncated file, which the checkpoint's checksum catches.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], uri: str | None = None) -> None:
+        self.root = Path(os.path.abspath(root))
+        self.uri = uri or str(self.root)
+
+    def __repr__(self) -> str:
+        return f"LocalStateStorage({str(self.root)!r})"
+
+    def _path(self, key: str) -> Path:
+        return self.root / _check_key(key)
+
+    def create(self, key: str, data: bytes) -> None:
+        target = self._path(key)
+        self._make_folder(target.parent)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=_TEMP_SUFFIX, dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as tmp:
+                tmp.write(data)
+                tmp.flush()
+                os.fsync(tmp.fileno())
+            try:
+                os.link(tmp_name, target)
+            except FileExistsError:
+                raise FileExistsError(errno.EEXIST, "state file already exists", str(target)) from None
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS,
+                                     errno.EXDEV, errno.EMLINK):
+                    raise
+                log.warning("%s has no hard links (%s); creating %s with O_EXCL instead",
+                            target.parent, exc.strerror, target.name)
+                self._create_exclusive_in_place(target, data)
+        finally:
+            try:
+                os.unlink(tmp_name)
+            except FileNotFoundError:
+                pass
+        _fsync_directory(target.parent)
+
+    @staticmethod
+    def _create_exclusive_in_place(target: Path, data: bytes) -> None:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+
+    def _make_folder(self, folder: Path) -> None:
+        if folder.is_dir():
+            return
+        missing = [p for p in (folder, *folder.parents) if not p.exists()]
+        folder.mkdir(parents=True, exist_ok=True)
+        # A new folder's own entry must be durable too, or a crash can lose every file in it.
+        for created in reversed(missing):
+            _fsync_directory(created.parent)
+
+    def read(self, key: str) -> bytes:
+        return self._path(key).read_bytes()
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def list_keys(self, subdirectory: str = "") -> list[str]:
+        base = self._path(subdirectory) if subdirectory else self.root
+        keys = []
+        for folder, _, files in os.walk(base):
+            relative = Path(folder).relative_to(self.root).as_posix()
+            for name in files:
+                if not _is_temp(name):
+                    keys.append(name if relative == "." else f"{relative}/{name}")
+        return sorted(keys)
+
+    def delete(self, keys: Iterable[str]) -> None:
+        folders: set[Path] = set()
+        deleted = False
+        for key in keys:
+            path = self._path(key)
+            try:
+                path.unlink()
+                deleted = True
+            except FileNotFoundError:
+                pass
+            if path.parent != self.root:
+                folders.add(path.parent)
+        for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+            self._remove_if_only_temp_files(folder)
+        if (deleted or folders) and self.root.is_dir():
+            _fsync_directory(self.root)
+
+    def delete_folder(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+        if self.root.parent.is_dir():
+            _fsync_directory(self.root.parent)
+
+    def _remove_if_only_temp_files(self, folder: Path) -> None:
+        """Remove ``folder`` if all that is left in it are temp files of crashed creates."""
+        try:
+            entries = list(folder.iterdir())
+        except FileNotFoundError:
+            return
+        if any(not (e.is_file() and _is_temp(e.name)) for e in entries):
+            return
+        for entry in entries:
+            entry.unlink(missing_ok=True)
+        try:
+            folder.rmdir()
+        except OSError as exc:  # a writer put something in meanwhile: leave it
+            log.debug("kept %s: %s", folder, exc)
+
+
+class ArrowStateStorage(StateStorage):
+    """A directory on a ``pyarrow.fs`` filesystem: reads, listings and deletes through pyarrow,
+    creates through ``conditional`` (the store's own conditional create)."""
+
+    def __init__(self, filesystem: pafs.FileSystem, base: str, conditional: ConditionalCreate,
+                 uri: str | None = None) -> None:
+        self.filesystem = filesystem
+        self.base = base.rstrip("/")
+        self.conditional = conditional
+        self.uri = uri or f"{filesystem.type_name}://{self.base}"
+
+    def __repr__(self) -> str:
+        return f"ArrowStateStorage({self.uri!r})"
+
+    def _path(self, key: str) -> str:
+        return f"{self.base}/{_check_key(key)}"
+
+    def create(self, key: str, data: bytes) -> None:
+        self.conditional.create(self.filesystem, self._path(key), data)
+
+    def read(self, key: str) -> bytes:
+        path = self._path(key)
+        try:
+            with self.filesystem.open_input_stream(path) as stream:
+                return stream.read()
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            # pyarrow reports some stores' missing objects as a plain OSError
+            if self.filesystem.get_file_info(path).type == pafs.FileType.NotFound:
+                raise FileNotFoundError(errno.ENOENT, "no such state file", self.location(key)) from exc
+            raise
+
+    def exists(self, key: str) -> bool:
+        return self.filesystem.get_file_info(self._path(key)).type == pafs.FileType.File
+
+    def list_keys(self, subdirectory: str = "") -> list[str]:
+        base = self._path(subdirectory) if subdirectory else self.base
+        selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
+        prefix = f"{self.base}/"
+        return sorted(info.path[len(prefix):] for info in self.filesystem.get_file_info(selector)
+                      if info.type == pafs.FileType.File and info.path.startswith(prefix)
+                      and not _is_temp(posixpath.basename(info.path)))
+
+    def delete(self, keys: Iterable[str]) -> None:
+        self.conditional.delete(self.filesystem, [self._path(k) for k in keys])
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a link, rename or unlink in ``directory`` durable (POSIX needs the folder fsynced)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def canonical_location(location: str | os.PathLike[str]) -> str:
+    """The one spelling of a state location: an absolute path for local ones (``file:`` and
+    ``dbfs:/`` resolved), otherwise the URI with Spark's scheme aliases mapped to pyarrow's
+    (``s3a://b/p`` -> ``s3://b/p``). Refuses schemes the kit cannot open."""
+    text = os.fspath(location)
+    parsed = urlparse(text)
+    scheme = parsed.scheme.lower()
+    if len(scheme) == 1:  # a Windows drive letter, not a scheme
+        scheme = ""
+    if scheme in _LOCAL_SCHEMES:
+        return os.path.abspath(parsed.path if scheme == "file" else text)
+    if scheme == "dbfs":
+        if parsed.netloc:
+            raise UnsupportedStateLocationError(
+                f"state location {text!r}: write dbfs:/path (the /dbfs mount); dbfs://host/... is not supported")
+        return posixpath.join(DBFS_MOUNT, parsed.path.lstrip("/"))
+    if scheme in _ARROW_SCHEMES:
+        if not parsed.netloc:
+            raise UnsupportedStateLocationError(
+                f"state location {text!r} names no bucket, container or namenode; valid: {SUPPORTED_LOCATIONS}")
+        path = parsed.path.rstrip("/")
+        return f"{_ARROW_SCHEMES[scheme]}://{parsed.netloc}{path}"
+    hint = ""
+    if scheme in ("wasb", "wasbs"):
+        hint = " Azure Blob Storage is served through ABFS: write abfss://container@account.dfs.core.windows.net/path."
+    raise UnsupportedStateLocationError(
+        f"state location {text!r}: the scheme {scheme!r} is not supported.{hint} Valid locations: "
+        f"{SUPPORTED_LOCATIONS}")
+
+
+def open_state_storage(location: str | os.PathLike[str], *, read_only: bool = False) -> StateStorage:
+    """The storage of ``location`` (a path or URI; see :func:`canonical_location`).
+
+    Remote filesystems are opened the way pyarrow opens them from a URI: credentials, endpoint and
+    region come from the environment, the SDKs' config files and instance metadata (for S3:
+    ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``, ``AWS_PROFILE``, instance
+    profiles). Nothing is contacted until the first read or write. ``read_only`` storages need no
+    conditional-create library (for reading what another program wrote, such as Spark's own
+    checkpoint folder); their create() and delete() raise.
+    """
+    canonical = canonical_location(location)
+    if "://" not in canonical:
+        if canonical.startswith(DBFS_MOUNT + "/") and not os.path.isdir(DBFS_MOUNT):
+            raise UnsupportedStateLocationError(
+                f"state location {os.fspath(location)!r} is on DBFS, which the kit reaches through the "
+                f"{DBFS_MOUNT} mount of Databricks clusters; this machine has no {DBFS_MOUNT}")
+        return LocalStateStorage(canonical, os.fspath(location) if isinstance(location, str) else None)
+    scheme, rest = canonical.split("://", 1)
+    netloc, _, path = rest.partition("/")
+    filesystem, root = _filesystem_of(f"{scheme}://{netloc}")
+    conditional = ReadOnly(canonical) if read_only else conditional_create_for(filesystem, canonical)
+    return ArrowStateStorage(filesystem, f"{root}/{path}" if path else root, conditional, canonical)
+
+
+@lru_cache(maxsize=None)
+def _filesystem_of(root_uri: str) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem of a bucket, container or namenode, and its root path there. One per
+    process: opening one can cost a request (pyarrow asks S3 for the bucket's region) and every
+    batch opens the state again."""
+    try:
+        filesystem, root = pafs.FileSystem.from_uri(root_uri)
+    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError (no libhdfs, no network), ...
+        raise OSError(f"state location {root_uri!r} could not be opened with pyarrow.fs: {exc}") from exc
+    log.debug("opened %s as pyarrow %s filesystem", root_uri, filesystem.type_name)
+    return filesystem, root.rstrip("/")
