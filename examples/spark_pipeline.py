@@ -46,7 +46,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-offsets-per-trigger", type=int, default=200_000)
     parser.add_argument("--trigger-interval", default="0 seconds", help="processing-time trigger when unbounded")
     parser.add_argument("--master", default="local[2,4]",
-                        help="Spark master; local[N,F] retries failed tasks up to F times")
+                        help="Spark master; local[N,F] retries failed tasks up to F times; spark://host:port "
+                             "for a standalone cluster")
+    parser.add_argument("--kafka-option", action="append", default=[], metavar="NAME=VALUE",
+                        help="a librdkafka client setting for the source and the sink (option kafka.NAME), e.g. "
+                             "security.protocol=SASL_SSL; may repeat")
+    parser.add_argument("--commit-offsets-to-group", default=None,
+                        help="eos.commitOffsetsToGroup of the source (lag monitoring)")
+    parser.add_argument("--py-files", default=None,
+                        help="the kit as a zip, shipped to executors whose Python has its dependencies but not "
+                             "the kit (as spark-submit --py-files)")
     parser.add_argument("--delivery-guarantee", default="exactly_once",
                         choices=["exactly_once", "at_least_once", "none"])
     parser.add_argument("--transaction-timeout-ms", type=int, default=15 * 60 * 1000)
@@ -65,18 +74,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def kafka_options(args: argparse.Namespace) -> dict[str, str]:
+    """``kafka.*`` options of the source and the sink: the bootstrap servers and --kafka-option."""
+    options = {"kafka.bootstrap.servers": args.bootstrap}
+    for setting in args.kafka_option:
+        name, sep, value = setting.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"--kafka-option {setting!r}: expected NAME=VALUE, e.g. security.protocol=SASL_SSL")
+        options[f"kafka.{name}"] = value
+    return options
+
+
 def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
     source = (
         spark.readStream.format("kafka-eos")
-        .option("kafka.bootstrap.servers", args.bootstrap)
+        .options(**kafka_options(args))
         .option("subscribe", args.input)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
-        .load()
     )
+    if args.commit_offsets_to_group:
+        source = source.option("eos.commitOffsetsToGroup", args.commit_offsets_to_group)
+    source = source.load()
     if args.transform == "copy":
         output = source.select("key", F.concat("value", F.lit(b"|copied")).alias("value"))
     else:
@@ -102,7 +124,7 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
         output = enriched
     writer = (
         output.writeStream.format("kafka-eos")
-        .option("kafka.bootstrap.servers", args.bootstrap)
+        .options(**kafka_options(args))
         .option("topic", args.output)
         .option("checkpointLocation", args.checkpoint_dir)
         .option("eos.deliveryGuarantee", args.delivery_guarantee)
@@ -133,6 +155,19 @@ def append_progress(query, path: str, written: set) -> None:  # type: ignore[no-
                                       ("batchId", "numInputRows", "durationMs", "timestamp")}) + "\n")
 
 
+def report_failure(exc: BaseException) -> int:
+    """Print the kit's one-line errors last, under Spark's stack traces; other failures as they are."""
+    from connectors.spark.failures import kit_error_lines
+
+    lines = kit_error_lines(exc)
+    if not lines:
+        raise exc
+    log.error("the query failed: %s", exc)
+    for line in lines:
+        print(f"kafka-eos: {line}", file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
@@ -152,9 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     from connectors.spark import register
+    from connectors.spark.writer import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV
     from connectors.tools.job_hold import hold_until
 
-    spark = (
+    builder = (
         SparkSession.builder.master(args.master).appName("kafka-eos-example")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "4")
@@ -164,11 +200,21 @@ def main(argv: list[str] | None = None) -> int:
         # 2, which a reused worker reaches by the second batch (Spark's default, set here so a
         # cluster-wide spark-defaults.conf cannot turn it off under the replay).
         .config("spark.python.worker.reuse", "true")
-        .getOrCreate()
     )
+    # On a cluster, executors do not inherit this process's environment: pass the fault injection on.
+    for name in (failpoints.ENV_VAR, failpoints.KILL_GROUP_ENV, TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV):
+        if os.environ.get(name):
+            builder = builder.config(f"spark.executorEnv.{name}", os.environ[name])
+    spark = builder.getOrCreate()
+    if args.py_files:
+        spark.sparkContext.addPyFile(args.py_files)  # what spark-submit --py-files does
     spark.sparkContext.setLogLevel(args.log_level)
     register(spark)
-    query = build_query(spark, args)
+    try:
+        query = build_query(spark, args)
+    except Exception as exc:
+        spark.stop()
+        return report_failure(exc)
     written: set = set()
     try:
         if args.metrics_file:
@@ -181,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
         hold_until(args.hold_until, args.metrics_file)
     except KeyboardInterrupt:
         query.stop()
+    except Exception as exc:
+        return report_failure(exc)
     finally:
         if args.metrics_file:
             append_progress(query, args.metrics_file, written)

@@ -10,6 +10,17 @@
 Without any of them every integration test is skipped, with a reason naming all three. The fake
 cluster is never accepted here: these tests are the evidence that the fake is faithful.
 
+The other real servers are found or started the same way:
+
+- ``secured_kafka``, a cluster with SASL_SSL and ACLs: ``KAFKA_EOS_SECURED_BOOTSTRAP_SERVERS`` with
+  ``KAFKA_EOS_SECURED_ADMIN_CONFIG`` (a properties file of librdkafka settings of a super user, e.g.
+  ``security.protocol=SASL_SSL``, ``sasl.mechanism=SCRAM-SHA-512``, ``sasl.username``,
+  ``sasl.password``, ``ssl.ca.location``; the tests create SCRAM-SHA-512 users and their ACLs with
+  it), else ``KAFKA_HOME`` started by ``SecuredKafkaBroker``;
+- ``spark_cluster``, a Spark standalone cluster: ``KAFKA_EOS_SPARK_MASTER`` (``spark://host:port``;
+  its executors must run this checkout's Python, and tests that kill executors are skipped), else
+  one started from the installed pyspark by ``SparkStandaloneCluster`` (two Workers, one core each).
+
 ``s3_bucket`` finds a real S3 server for the tests of the kit's state on object stores, through the
 variables the AWS SDKs read:
 
@@ -26,17 +37,24 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import sys
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import pytest
 
+from connectors.kafka.authorization import source_acls, sink_acls
 from connectors.kafka.client_factory import clients_for
 from connectors.kafka.clients import KafkaClients
 from connectors.tools.broker import NoBrokerError, find_broker
+from kafka_testkit.acl_admin import AclAdmin
 from kafka_testkit.fake_cluster import FAKE_SCHEME
+
+if TYPE_CHECKING:
+    from kafka_testkit.spark_cluster import SparkStandaloneCluster
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +108,126 @@ def unique_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
 def unique_topic(unique_name: Callable[[str], str]) -> Callable[[], str]:
     """A fresh topic name on every call (the topic itself is not created)."""
     return lambda: unique_name("topic")
+
+
+# -- a secured cluster ------------------------------------------------------------------------------
+
+@dataclass
+class SecuredCluster:
+    """A cluster with SASL_SSL and ACLs, and its administrator."""
+
+    bootstrap_servers: str
+    admin_config: dict[str, str]
+    acl: AclAdmin
+    origin: str
+    #: A listener taking OAUTHBEARER with unsecured JWTs (only on a broker the tests started).
+    oauth_bootstrap_servers: str | None = None
+    #: A listener requiring client certificates, and a maker of them (name -> client settings).
+    tls_bootstrap_servers: str | None = None
+    client_certificate: Callable[[str], dict[str, str]] | None = None
+
+    @property
+    def admin_clients(self) -> KafkaClients:
+        return clients_for(self.bootstrap_servers, self.admin_config)
+
+    def application(self, name: str) -> "Application":
+        """A new SCRAM user holding no ACL."""
+        return Application(self, f"User:{name}", self.acl.create_user(name))
+
+
+@dataclass
+class Application:
+    cluster: SecuredCluster
+    principal: str
+    config: dict[str, str]
+
+    def grant_pipeline(self, source: str, sink: str, prefix: str, group: str | None = None) -> None:
+        """Exactly the ACLs the README's table lists for the source and the sink."""
+        self.cluster.acl.grant(self.principal, source_acls([source], group) + sink_acls(sink, prefix))
+
+
+def _read_properties(path: str) -> dict[str, str]:
+    settings = {}
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")):
+            name, _, value = line.partition("=")
+            settings[name.strip()] = value.strip()
+    return settings
+
+
+@pytest.fixture(scope="session")
+def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredCluster]:
+    bootstrap = os.environ.get("KAFKA_EOS_SECURED_BOOTSTRAP_SERVERS", "").strip()
+    if bootstrap:
+        admin_file = os.environ.get("KAFKA_EOS_SECURED_ADMIN_CONFIG", "").strip()
+        if not admin_file:
+            pytest.skip("KAFKA_EOS_SECURED_BOOTSTRAP_SERVERS is set without KAFKA_EOS_SECURED_ADMIN_CONFIG (a "
+                        "properties file of a super user's librdkafka settings)")
+        admin_config = _read_properties(admin_file)
+        yield SecuredCluster(bootstrap, admin_config, AclAdmin(bootstrap, admin_config),
+                             "KAFKA_EOS_SECURED_BOOTSTRAP_SERVERS")
+        return
+    kafka_home = os.environ.get("KAFKA_HOME", "").strip()
+    if not kafka_home:
+        pytest.skip("no secured Kafka: set KAFKA_EOS_SECURED_BOOTSTRAP_SERVERS and KAFKA_EOS_SECURED_ADMIN_CONFIG, "
+                    "or KAFKA_HOME (a Kafka distribution the tests start with SASL_SSL and ACLs)")
+    from kafka_testkit.local_broker import LocalBrokerError
+    from kafka_testkit.secured_broker import SecuredKafkaBroker
+    from connectors.tools.broker import OWN_BROKER_TXN_CLEANUP_MS, TXN_CLEANUP_INTERVAL_KEY
+
+    broker = SecuredKafkaBroker(kafka_home, tmp_path_factory.mktemp("secured-broker"), oauth_listener=True,
+                                tls_client_listener=shutil.which("openssl") is not None,
+                                extra_config={TXN_CLEANUP_INTERVAL_KEY: str(OWN_BROKER_TXN_CLEANUP_MS)})
+    try:
+        bootstrap = broker.start()
+    except LocalBrokerError as exc:
+        pytest.skip(f"the secured broker of KAFKA_HOME={kafka_home} did not start: {str(exc).splitlines()[0]}")
+    try:
+        yield SecuredCluster(bootstrap, broker.admin_config, AclAdmin(bootstrap, broker.admin_config),
+                             f"SecuredKafkaBroker of KAFKA_HOME={kafka_home} (pid {broker.pid})",
+                             broker.oauth_bootstrap_servers, broker.tls_bootstrap_servers,
+                             broker.client_certificate if broker.tls_bootstrap_servers else None)
+    finally:
+        broker.stop()
+
+
+# -- Spark masters ----------------------------------------------------------------------------------
+
+@dataclass
+class SparkCluster:
+    master_url: str
+    #: The launcher, when the tests started the cluster (None for KAFKA_EOS_SPARK_MASTER).
+    launcher: "SparkStandaloneCluster | None"
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    external = os.environ.get("KAFKA_EOS_SPARK_MASTER", "").strip()
+    if external:
+        yield SparkCluster(external, None)
+        return
+    from kafka_testkit.spark_cluster import SparkClusterError, SparkStandaloneCluster
+
+    cluster = SparkStandaloneCluster(tmp_path_factory.mktemp("spark-cluster"))
+    try:
+        master_url = cluster.start()
+    except SparkClusterError as exc:
+        pytest.skip(f"no Spark standalone cluster: set KAFKA_EOS_SPARK_MASTER, or fix: {str(exc).splitlines()[0]}")
+    try:
+        yield SparkCluster(master_url, cluster)
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(params=["local", "standalone"])
+def spark_master(request: pytest.FixtureRequest) -> str | None:
+    """Where a Spark job runs: None for the example's default ``local[2,4]``, or the master URL of a
+    standalone cluster (executors in JVMs of their own)."""
+    if request.param == "local":
+        return None
+    cluster: SparkCluster = request.getfixturevalue("spark_cluster")
+    return cluster.master_url
 
 
 S3_BUCKET_ENV = "KAFKA_EOS_TEST_S3_BUCKET"

@@ -533,7 +533,7 @@ class _Cluster:
         with self.transaction("init_transactions") as (conn, now):
             max_timeout = int(self._meta(conn, "config:transaction.max.timeout.ms") or 0)
             if timeout_ms > max_timeout:
-                raise errors.KafkaConnectorError(
+                raise errors.TransactionTimeoutRefusedError(
                     f"INVALID_TRANSACTION_TIMEOUT: transaction.timeout.ms={timeout_ms} of {transactional_id!r}"
                     f" exceeds the broker's transaction.max.timeout.ms={max_timeout}"
                 )
@@ -1113,6 +1113,11 @@ class FakeTransactionControl:
 
     def list_transactions(self, transactional_id_prefix: str) -> list[TransactionListing]:
         return self._cluster.list_transactions(transactional_id_prefix)
+
+    def describe_transaction(self, transactional_id: str) -> TransactionListing | None:
+        # The fake has no authorizer: every id may be described.
+        found = [t for t in self._cluster.list_transactions(transactional_id) if t.transactional_id == transactional_id]
+        return found[0] if found else None
 
     def close(self) -> None:
         pass

@@ -5,7 +5,8 @@
 admin client sees the broker. ``stop()`` ends exactly the process it started (SIGTERM, then SIGKILL
 after a grace period). It needs a Kafka 4.x distribution (``KAFKA_HOME``) and Java on the PATH.
 
-Only loopback addresses are used: this broker has no authentication.
+Only loopback addresses are used: this broker has no authentication. ``secured_broker`` starts the
+same node with SASL_SSL, SCRAM users and an ACL authorizer.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import atexit
 import base64
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -38,7 +40,7 @@ class LocalBrokerError(RuntimeError):
     """The local broker could not be started (the message carries the tail of its log)."""
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((_HOST, 0))
         return int(sock.getsockname()[1])
@@ -166,11 +168,12 @@ class LocalKafkaBroker:
 
     def _launch(self) -> str:
         work_dir = self._prepare_work_dir()
-        broker_port, controller_port = _free_port(), _free_port()
+        broker_port, controller_port = free_port(), free_port()
         while controller_port == broker_port:
-            controller_port = _free_port()
-        props = self._write_properties(work_dir, broker_port, controller_port)
+            controller_port = free_port()
         self._log_file = work_dir / "broker.log"
+        self._prepare_security(work_dir)
+        props = self._write_properties(work_dir, broker_port, controller_port)
         env = self._environment(work_dir)
         self._format_storage(props, env)
         log.info("local Kafka: starting in %s on %s:%d", work_dir, _HOST, broker_port)
@@ -214,12 +217,13 @@ class LocalKafkaBroker:
         self.work_dir = work_dir
         return work_dir
 
-    def _write_properties(self, work_dir: Path, broker_port: int, controller_port: int) -> Path:
-        config = {
-            "process.roles": "broker,controller",
-            "node.id": "1",
-            # Kafka 4.x dynamic quorum, formatted with --standalone below.
-            "controller.quorum.bootstrap.servers": f"{_HOST}:{controller_port}",
+    # -- what a secured subclass changes (kafka_testkit.secured_broker) -------------------------
+
+    def _prepare_security(self, work_dir: Path) -> None:
+        """Make what the listeners need before the configuration is written (certificates)."""
+
+    def _listener_config(self, broker_port: int, controller_port: int) -> dict[str, str]:
+        return {
             "listeners": f"PLAINTEXT://{_HOST}:{broker_port},CONTROLLER://{_HOST}:{controller_port}",
             "advertised.listeners": (
                 f"PLAINTEXT://{_HOST}:{broker_port},CONTROLLER://{_HOST}:{controller_port}"
@@ -227,6 +231,23 @@ class LocalKafkaBroker:
             "inter.broker.listener.name": "PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        }
+
+    def _format_arguments(self) -> list[str]:
+        """Extra arguments of ``kafka-storage.sh format`` (SCRAM users, for a secured broker)."""
+        return []
+
+    def client_config(self) -> dict[str, str]:
+        """librdkafka settings a client needs besides ``bootstrap.servers`` (none: plaintext)."""
+        return {}
+
+    def _write_properties(self, work_dir: Path, broker_port: int, controller_port: int) -> Path:
+        config = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            # Kafka 4.x dynamic quorum, formatted with --standalone below.
+            "controller.quorum.bootstrap.servers": f"{_HOST}:{controller_port}",
+            **self._listener_config(broker_port, controller_port),
             "log.dirs": str(work_dir / "data" / "logs"),
             "metadata.log.dir": str(work_dir / "data" / "metadata"),
             "num.partitions": "1",
@@ -266,9 +287,12 @@ class LocalKafkaBroker:
             _cluster_id(),
             "--config",
             str(props),
+            *self._format_arguments(),
         ]
         with open(self._log_file, "ab") as out:
-            out.write(f"$ {' '.join(command)}\n".encode())
+            # Passwords of SCRAM users given to the format command stay out of the log.
+            shown = re.sub(r"password=[^,\]]*", "password=***", " ".join(command))
+            out.write(f"$ {shown}\n".encode())
             out.flush()
             try:
                 result = subprocess.run(
@@ -299,6 +323,7 @@ class LocalKafkaBroker:
         # log_level 0: "connection refused" until the port opens is expected, not worth logging.
         admin = AdminClient(
             {
+                **self.client_config(),
                 "bootstrap.servers": bootstrap,
                 "socket.connection.setup.timeout.ms": 2000,
                 "log_level": 0,

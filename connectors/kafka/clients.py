@@ -233,6 +233,11 @@ class TransactionControl(Protocol):
         """Every transactional id starting with the prefix that the broker holds state for, in any
         state, sorted by id."""
 
+    def describe_transaction(self, transactional_id: str) -> TransactionListing | None:
+        """The state the broker holds for one transactional id (DescribeTransactions), or None.
+        Raises KafkaAuthorizationError when the principal may not DESCRIBE it: the listings above
+        leave out, silently, every id the principal may not DESCRIBE."""
+
     def close(self) -> None: ...
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import re
 import time
 import uuid
 from typing import Any, Callable, Iterable, Iterator, Mapping
@@ -33,6 +34,16 @@ from confluent_kafka import TopicPartition as _CkTopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec as _CkOffsetSpec
 from confluent_kafka.admin import ResourceType
 
+from connectors.kafka.authorization import (
+    AUTHORIZATION_ERROR_NAMES,
+    CLUSTER,
+    CLUSTER_NAME,
+    GROUP,
+    TOPIC,
+    Denied,
+    authorization_error,
+    transactional_id_error,
+)
 from connectors.kafka.clients import (
     TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,
@@ -49,12 +60,14 @@ from connectors.kafka.errors import (
     BrokerUnavailableError,
     InvalidProducerEpochError,
     InvalidTxnStateError,
+    KafkaAuthorizationError,
     KafkaConnectorError,
     OffsetOutOfRangeError,
     ProducerFencedError,
     RecordTooLargeError,
     RetriableKafkaError,
     TransactionalIdNotFoundError,
+    TransactionTimeoutRefusedError,
     UnknownTopicError,
 )
 
@@ -117,13 +130,19 @@ _QUEUE_FULL_WAIT_S = 60.0
 _ADMIN_TIMEOUT_S = 30.0
 
 
-def map_kafka_error(err: KafkaError | None, context: str) -> KafkaConnectorError:
+def map_kafka_error(err: KafkaError | None, context: str, denied: Denied | None = None) -> KafkaConnectorError:
     """Translate a librdkafka error into the connector's error types. ``context`` says what was
-    being done (and for whom), so the message stands on its own in a log."""
+    being done (and for whom), so the message stands on its own in a log; ``denied`` says what a
+    refused request needed, when the caller knows (the principal, the operation, the resource)."""
     if err is None:
         return KafkaConnectorError(f"{context}: unknown Kafka error")
     code = err.code()
     message = f"{context}: {err.name()}: {err.str()}"
+    if code in AUTHORIZATION_ERROR_NAMES and denied is not None:
+        return denied(err.name())
+    if code == KafkaError.INVALID_TRANSACTION_TIMEOUT:
+        return TransactionTimeoutRefusedError.exceeding(
+            None, how=f"refused by {context} with INVALID_TRANSACTION_TIMEOUT: {err.str()}")
     if code in _FENCED_CODES:
         return ProducerFencedError(message)
     if code == KafkaError.INVALID_PRODUCER_EPOCH:
@@ -145,15 +164,38 @@ def map_kafka_error(err: KafkaError | None, context: str) -> KafkaConnectorError
     return KafkaConnectorError(message)
 
 
-def _map_exception(exc: KafkaException, context: str) -> KafkaConnectorError:
+def _map_exception(exc: KafkaException, context: str, denied: Denied | None = None) -> KafkaConnectorError:
     err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-    mapped = map_kafka_error(err, context)
+    mapped = map_kafka_error(err, context, denied)
     mapped.__cause__ = exc
     return mapped
 
 
 def _base_config(bootstrap_servers: str) -> dict[str, Any]:
     return {"bootstrap.servers": bootstrap_servers, "logger": _librdkafka_log}
+
+
+class _TransactionErrorLog:
+    """One producer's librdkafka log lines, forwarded to Python logging.
+
+    A transaction that fails with an abortable error (for instance AddPartitionsToTxn refused with
+    TOPIC_AUTHORIZATION_FAILED) is reported by librdkafka only in a ``TXNERR`` log line, ending with
+    the error's name in parentheses, and by purging the queued records (``_PURGE_QUEUE``): no error
+    callback, no exception until a commit the two-phase commit never makes here. The name is kept,
+    so that a failed flush can say why its records were purged."""
+
+    _ERROR_NAME = re.compile(r"\((?P<name>[A-Z_]+)\)\s*$")
+
+    def __init__(self) -> None:
+        self.error_name: str | None = None
+
+    def log(self, level: int, fmt: str, *args: Any) -> None:
+        _librdkafka_log.log(level, fmt, *args)
+        # confluent-kafka calls log(level, "%s [%s] %s", facility, client name, message).
+        if len(args) == 3 and args[0] == "TXNERR":
+            match = self._ERROR_NAME.search(str(args[2]))
+            if match is not None:
+                self.error_name = match["name"]
 
 
 class ConfluentProducer:
@@ -174,6 +216,10 @@ class ConfluentProducer:
         self._who = f"producer[{transactional_id or 'non-transactional'}]"
         self._delivery_errors: list[KafkaError] = []
         self._delivery_error_count = 0
+        self._delivery_error_topic: str | None = None
+        # The client's own settings: who it authenticates as, and its transaction timeout, for
+        # the messages of refused requests.
+        self._config = dict(config)
         self._fatal_error: KafkaError | None = None
         self._stats_seq = 0
         self._stats_json: str | None = None
@@ -182,7 +228,9 @@ class ConfluentProducer:
         # Statistics numbered above this describe the producer after its last init or abort.
         self._stats_seq_at_init = 0
         self._produced_since_poll = 0
+        self._txn_log = _TransactionErrorLog()
         conf: dict[str, Any] = _base_config(bootstrap_servers)
+        conf["logger"] = self._txn_log
         conf.update({"enable.idempotence": True, "linger.ms": 5})
         conf.update(config)
         conf.update(
@@ -233,6 +281,7 @@ class ConfluentProducer:
                 err.str(),
             )
             self._delivery_errors.append(err)
+            self._delivery_error_topic = msg.topic()
 
     # -- the one way into librdkafka -------------------------------------------------------------
 
@@ -281,7 +330,7 @@ class ConfluentProducer:
         A transactional producer whose records fail with an old epoch has been fenced
         (librdkafka raises _FENCED for exactly that)."""
         if self._fatal_error is not None:
-            return map_kafka_error(self._fatal_error, f"{self._who}: {context}")
+            return self._map(self._fatal_error, context)
         if self.transactional_id is not None:
             for err in self._delivery_errors:
                 if err.code() in _FENCED_CODES or err.code() == KafkaError.INVALID_PRODUCER_EPOCH:
@@ -290,7 +339,7 @@ class ConfluentProducer:
                         f"({err.name()}: {err.str()})")
         return None
 
-    def _mapped(self, exc: KafkaException, context: str) -> KafkaConnectorError:
+    def _mapped(self, exc: KafkaException, context: str, topic: str | None = None) -> KafkaConnectorError:
         err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
         self._remember_fatal(exc)
         # librdkafka reports a fatal state as a bare _FATAL; the cause (e.g. _FENCED) is the
@@ -305,9 +354,35 @@ class ConfluentProducer:
                 if fenced is not None:
                     fenced.__cause__ = exc
                     return fenced
-        mapped = map_kafka_error(err, f"{self._who}: {context}")
+        mapped = self._map(err, context, topic)
         mapped.__cause__ = exc
         return mapped
+
+    def _map(self, err: KafkaError | None, context: str, topic: str | None = None) -> KafkaConnectorError:
+        """``map_kafka_error`` with what this producer knows: a refused request lacked an ACL on its
+        transactional id or on the topic it wrote to; a refused timeout is its own."""
+        if err is not None and err.code() == KafkaError.INVALID_TRANSACTION_TIMEOUT:
+            return TransactionTimeoutRefusedError.exceeding(
+                self._config.get("transaction.timeout.ms"),
+                how=f"the brokers refused it at InitProducerId of transactional id {self.transactional_id!r} "
+                    "with INVALID_TRANSACTION_TIMEOUT")
+        transactional_id = self.transactional_id
+
+        def denied(error_name: str) -> KafkaAuthorizationError:
+            if error_name == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" and transactional_id is not None:
+                return transactional_id_error(self._config, transactional_id, error_name=error_name,
+                                              doing=f"{self._who} {context}")
+            if error_name == "CLUSTER_AUTHORIZATION_FAILED":
+                # Brokers before 3.0 want IDEMPOTENT_WRITE on the cluster from idempotent producers
+                # (later ones accept WRITE on any topic instead, KIP-679).
+                return authorization_error(self._config, ("IDEMPOTENT_WRITE",), CLUSTER, CLUSTER_NAME,
+                                           error_name=error_name, doing=f"{self._who} {context}")
+            # Producing needs the topic's metadata (DESCRIBE) and WRITE; the broker does not say
+            # which of the two is missing, and WRITE implies DESCRIBE.
+            return authorization_error(self._config, ("WRITE", "DESCRIBE"), TOPIC, topic or "(the topic written to)",
+                                       error_name=error_name, doing=f"{self._who} produced to {topic or 'it'}")
+
+        return map_kafka_error(err, f"{self._who}: {context}", denied)
 
     def _remember_fatal(self, exc: KafkaException | None) -> None:
         # The bare _FATAL says only that there is a fatal error; what is kept is the error itself.
@@ -318,7 +393,7 @@ class ConfluentProducer:
 
     def _raise_fatal(self, context: str) -> None:
         if self._fatal_error is not None:
-            raise map_kafka_error(self._fatal_error, f"{self._who}: {context}")
+            raise self._map(self._fatal_error, context)
 
     # -- ProducerClient ------------------------------------------------------------------------
 
@@ -380,7 +455,7 @@ class ConfluentProducer:
         except BufferError:
             self._produce_when_room(producer, topic, kwargs)
         except KafkaException as exc:
-            raise self._mapped(exc, f"produce to {topic}") from exc
+            raise self._mapped(exc, f"produce to {topic}", topic) from exc
         self._produced_since_poll += 1
         if self._produced_since_poll >= _POLL_EVERY:
             self._produced_since_poll = 0
@@ -403,7 +478,7 @@ class ConfluentProducer:
                         code="_QUEUE_FULL",
                     ) from None
             except KafkaException as exc:
-                raise self._mapped(exc, f"produce to {topic}") from exc
+                raise self._mapped(exc, f"produce to {topic}", topic) from exc
 
     def produce_batch(self, batch: ProduceBatch) -> None:
         producer = self._client()
@@ -436,7 +511,7 @@ class ConfluentProducer:
                 except BufferError:
                     self._produce_when_room(producer, topic, {"value": value, "key": key})
                 except KafkaException as exc:
-                    raise self._mapped(exc, f"produce to {topic}") from exc
+                    raise self._mapped(exc, f"produce to {topic}", topic) from exc
             self._call(f"produce to {topic}", producer.poll, 0)
 
     def flush(self, timeout_s: float) -> None:
@@ -447,11 +522,15 @@ class ConfluentProducer:
         if self._delivery_errors:
             first = self._delivery_errors[0]
             count = self._delivery_error_count
+            cause = self._txn_log.error_name
+            if first.code() == KafkaError._PURGE_QUEUE and cause is not None and hasattr(KafkaError, cause):
+                # Purged because the transaction failed: its cause is the error worth reporting.
+                first = KafkaError(getattr(KafkaError, cause), f"the transaction failed: {cause}")
             if self.transactional_id is None:
                 # A non-transactional producer has no transaction that stays doomed: report the
                 # failures once.
                 self._reset_delivery_errors()
-            raise map_kafka_error(first, f"{self._who}: flush ({count} records failed delivery)")
+            raise self._map(first, f"flush ({count} records failed delivery)", topic=self._delivery_error_topic)
         if remaining > 0:
             raise BrokerUnavailableError(
                 f"{self._who}: flush timed out after {timeout_s} s with {remaining} records "
@@ -515,6 +594,8 @@ class ConfluentProducer:
     def _reset_delivery_errors(self) -> None:
         self._delivery_errors.clear()
         self._delivery_error_count = 0
+        self._delivery_error_topic = None
+        self._txn_log.error_name = None
 
 
 def _kafka_exception_in(exc: BaseException | None) -> KafkaException | None:
@@ -554,6 +635,7 @@ class ConfluentRecordReader:
         # (500 ms by default); a reassigned partition also waits for the fetch in flight.
         conf["fetch.wait.max.ms"] = 50
         conf.update(config)
+        self._config = dict(config)
         conf.update(
             {
                 "group.id": f"eos-reader-{uuid.uuid4().hex}",
@@ -735,6 +817,10 @@ class ConfluentRecordReader:
         self, err: KafkaError, key: tuple[str, int], bounds: tuple[int, int]
     ) -> None:
         context = f"reader ({self._isolation}) {key[0]}-{key[1]} [{bounds[0]}, {bounds[1]})"
+        if err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            # The driver planned the range (DESCRIBE was allowed): what is refused is the fetch.
+            raise authorization_error(self._config, ("READ",), TOPIC, key[0], error_name=err.name(),
+                                      doing=f"the reader fetched {key[0]}-{key[1]}")
         if err.code() in _OUT_OF_RANGE_CODES or err.code() in _UNKNOWN_TOPIC_CODES or err.fatal():
             raise map_kafka_error(err, context)
         # Transport errors and the like: librdkafka reconnects; the stall timeout bounds the wait.
@@ -792,6 +878,7 @@ class ConfluentClusterAdmin:
         # pile up in its queue.
         conf: dict[str, Any] = {"bootstrap.servers": bootstrap_servers}
         conf.update(config)
+        self._config = dict(config)
         try:
             self._admin: AdminClient | None = AdminClient(conf)
         except KafkaException as exc:
@@ -818,7 +905,8 @@ class ConfluentClusterAdmin:
         try:
             description = future.result()
         except KafkaException as exc:
-            raise _map_exception(exc, f"admin: describe topic {topic}") from exc
+            raise _map_exception(exc, f"admin: describe topic {topic}",
+                                 self._denied(("DESCRIBE",), TOPIC, topic, f"describing topic {topic}")) from exc
         return sorted(p.id for p in description.partitions)
 
     def create_topic(
@@ -838,7 +926,8 @@ class ConfluentClusterAdmin:
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
             if not (isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS):
-                raise _map_exception(exc, f"admin: create topic {topic}") from exc
+                raise _map_exception(exc, f"admin: create topic {topic}",
+                                     self._denied(("CREATE",), TOPIC, topic, f"creating topic {topic}")) from exc
             # Creating is idempotent: setup code re-runs after crashes.
             log.info("admin: topic %s already exists", topic)
         self._wait_for_leaders(topic, partitions)
@@ -914,7 +1003,8 @@ class ConfluentClusterAdmin:
                     raise RetriableKafkaError(
                         f"admin: list offsets of {tp}: no leader", code="LEADER_NOT_AVAILABLE"
                     ) from exc
-                raise _map_exception(exc, f"admin: list offsets of {tp}") from exc
+                raise _map_exception(exc, f"admin: list offsets of {tp}",
+                                     self._denied(("DESCRIBE",), TOPIC, tp.topic, f"listing offsets of {tp}")) from exc
         return result
 
     def broker_config(self, name: str) -> str | None:
@@ -935,7 +1025,9 @@ class ConfluentClusterAdmin:
         try:
             entries = future.result()
         except KafkaException as exc:
-            raise _map_exception(exc, f"admin: describe configs of broker {min(brokers)}") from exc
+            raise _map_exception(exc, f"admin: describe configs of broker {min(brokers)}",
+                                 self._denied(("DESCRIBE_CONFIGS",), CLUSTER, CLUSTER_NAME,
+                                              f"reading the configuration of broker {min(brokers)}")) from exc
         return {entry_name: entry.value for entry_name, entry in entries.items()}
 
     def commit_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
@@ -948,16 +1040,26 @@ class ConfluentClusterAdmin:
         future = self._client().alter_consumer_group_offsets(
             [request], request_timeout=_ADMIN_TIMEOUT_S
         )[group_id]
+        doing = f"committing offsets to consumer group {group_id}"
         try:
             result = future.result()
         except KafkaException as exc:
-            raise _map_exception(exc, f"admin: commit offsets of group {group_id}") from exc
+            raise _map_exception(exc, f"admin: commit offsets of group {group_id}",
+                                 self._denied(("READ",), GROUP, group_id, doing)) from exc
         for ck_tp in result.topic_partitions or []:
             if ck_tp.error is not None:
                 raise map_kafka_error(
                     ck_tp.error,
                     f"admin: commit offset of group {group_id} for {ck_tp.topic}-{ck_tp.partition}",
+                    self._denied(("READ",), TOPIC, ck_tp.topic, doing),
                 )
+
+    def _denied(self, operations: tuple[str, ...], resource_type: str, name: str, doing: str) -> Denied:
+        """What a refused admin request needed, for ``map_kafka_error``."""
+        def denied(error_name: str) -> KafkaAuthorizationError:
+            return authorization_error(self._config, operations, resource_type, name, error_name=error_name,
+                                       doing=doing)
+        return denied
 
     def close(self) -> None:
         # AdminClient has no close(); dropping it destroys the handle.

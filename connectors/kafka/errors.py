@@ -49,6 +49,46 @@ class TransactionalIdNotFoundError(KafkaConnectorError):
     """The broker has no state for this transactional id (expired or never initialised)."""
 
 
+class KafkaAuthorizationError(KafkaConnectorError):
+    """The brokers' authorizer refused a request (``*_AUTHORIZATION_FAILED``): an ACL is missing.
+
+    The message is one line naming the principal, the operations and the resource, and the
+    ``kafka-acls.sh`` command that grants them (``connectors.kafka.authorization``). Not retriable:
+    waiting does not grant an ACL.
+    """
+
+    def __init__(self, message: str, *, principal: str | None, operations: tuple[str, ...],
+                 resource_type: str, resource_name: str, pattern: str, code: str) -> None:
+        super().__init__(message)
+        #: ``User:app``, or None where the client's settings do not say (certificates, tokens).
+        self.principal = principal
+        self.operations = operations
+        #: Kafka's resource type: TOPIC, GROUP, TRANSACTIONAL_ID or CLUSTER.
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        #: LITERAL or PREFIXED.
+        self.pattern = pattern
+        #: Kafka's error name, e.g. TOPIC_AUTHORIZATION_FAILED.
+        self.code = code
+
+
+class TransactionTimeoutRefusedError(KafkaConnectorError, ValueError):
+    """The sink's transaction timeout exceeds the brokers' ``transaction.max.timeout.ms``: read from
+    the brokers (DescribeConfigs), or refused by them at InitProducerId (INVALID_TRANSACTION_TIMEOUT).
+    A configuration error: the message names the option and the limit."""
+
+    @classmethod
+    def exceeding(cls, timeout_ms: int | str | None, limit_ms: int | str | None = None, *,
+                  how: str) -> "TransactionTimeoutRefusedError":
+        """``how``: how the refusal was learnt, e.g. ``read with DescribeConfigs``."""
+        timeout = f"={timeout_ms}" if timeout_ms is not None else ""
+        limit = f"={limit_ms}" if limit_ms is not None else ""
+        bound = f"at most {limit_ms}" if limit_ms is not None else "at most that limit (15 minutes by default)"
+        return cls(f"eos.transactionTimeoutMs{timeout} (the producers' transaction.timeout.ms) exceeds the "
+                   f"brokers' transaction.max.timeout.ms{limit} ({how}); set eos.transactionTimeoutMs (or "
+                   f"kafka.transaction.timeout.ms) to {bound}, or raise transaction.max.timeout.ms on the brokers")
+
+
 class UnknownTopicError(KafkaConnectorError):
     """The topic does not exist."""
 

@@ -1,38 +1,134 @@
-"""Checks made before an exactly-once sink writes anything, against the broker's own limits."""
+"""Checks made before an exactly-once sink writes anything, against the brokers' own limits and
+the principal's ACLs, so that a misconfiguration fails the query at its start with one clear line
+instead of failing its tasks.
+
+- **The transaction timeout.** It must not exceed the brokers' ``transaction.max.timeout.ms``
+  (else every InitProducerId is refused) and must outlive a checkpoint plus a restart (else the
+  brokers could abort a pre-committed transaction: data loss). The limit is read with
+  DescribeConfigs, which least-privilege principals usually may not do (DESCRIBE_CONFIGS on the
+  cluster). Then the sink says so in a warning and asks the brokers instead: one InitProducerId
+  with the sink's timeout, on a transactional id of the sink's prefix that is not one of its pool
+  (``probe_transactional_id``), which the brokers refuse with INVALID_TRANSACTION_TIMEOUT if the
+  timeout is over their limit. The probe begins no transaction, so nothing is left open, and it
+  adds one id per sink to the brokers' transaction state.
+- **DESCRIBE on the sink's transactional ids.** ListTransactions answers only with ids the
+  principal may DESCRIBE, without an error, so the sweep of lingering transactions would find
+  nothing and leave them stalling read_committed consumers. One DescribeTransactions of one of the
+  sink's ids tells a missing ACL apart from nothing to find.
+"""
 
 from __future__ import annotations
 
 import logging
 
-from connectors.kafka.clients import ClusterAdmin
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
+
+from connectors.kafka.authorization import PREFIXED, TRANSACTIONAL_ID, authorization_error
+from connectors.kafka.clients import KafkaClients
 from connectors.kafka.config import KafkaSinkConfig
+from connectors.kafka.errors import KafkaAuthorizationError, RetriableKafkaError, TransactionTimeoutRefusedError
+from connectors.kafka.transactional_ids import TransactionalIdPool
+from connectors.kafka.writer import KafkaTransactionWriter
 
 log = logging.getLogger(__name__)
 
+_MAX_TIMEOUT = "transaction.max.timeout.ms"
 
-def check_transaction_timeout(config: KafkaSinkConfig, admin: ClusterAdmin) -> None:
-    """Refuse a transaction.timeout.ms the broker would reject, or one so short that a transaction
-    could be aborted by the broker between its pre-commit and its commit (silent data loss)."""
+
+def probe_transactional_id(prefix: str) -> str:
+    """The id of the timeout probe: starts with the sink's prefix, so the sink's PREFIXED ACL
+    covers it, but is never one of its pool (``{prefix}-{slot}-{index}``), whose transactions the
+    probe's InitProducerId would abort."""
+    return f"{prefix}-timeout-probe"
+
+
+def check_sink(config: KafkaSinkConfig, clients: KafkaClients) -> None:
+    """Every check of this module; run once per sink on the driver, before any task writes."""
+    if not config.exactly_once:
+        return
+    # DESCRIBE first: the timeout probe's FindCoordinator needs it too, and would report a missing
+    # DESCRIBE as WRITE and DESCRIBE.
+    check_transactions_visible(config, clients)
+    check_transaction_timeout(config, clients)
+
+
+def check_transaction_timeout(config: KafkaSinkConfig, clients: KafkaClients) -> None:
+    """Refuse a transaction timeout the brokers would refuse, or one so short that a transaction
+    could be aborted by the brokers between its pre-commit and its commit (silent data loss)."""
     if not config.exactly_once:
         return
     timeout = config.transaction_timeout_ms
-    raw_max = admin.broker_config("transaction.max.timeout.ms")
-    if raw_max is None:
-        log.warning("the broker did not report transaction.max.timeout.ms; cannot check "
-                    "transaction.timeout.ms=%d against it", timeout)
-    elif timeout > int(raw_max):
-        raise ValueError(
-            f"transaction.timeout.ms={timeout} exceeds the broker's transaction.max.timeout.ms="
-            f"{raw_max}; the broker would refuse every transaction. Use a value <= {raw_max}, or "
-            "raise transaction.max.timeout.ms on the brokers."
-        )
     needed = config.checkpoint_timeout_ms + config.restart_budget_ms
     if timeout < needed:
         raise ValueError(
-            f"transaction.timeout.ms={timeout} is shorter than the checkpoint timeout "
+            f"eos.transactionTimeoutMs={timeout} (transaction.timeout.ms) is shorter than the checkpoint timeout "
             f"({config.checkpoint_timeout_ms} ms) plus the restart budget ({config.restart_budget_ms} ms) "
             f"= {needed} ms. A transaction pre-committed for a checkpoint must survive until that "
             "checkpoint completes and, after a crash, until the restarted job commits it; otherwise "
-            "the broker aborts it and its records are lost. Raise transaction.timeout.ms or lower "
-            "the checkpoint timeout / restart budget."
+            "the broker aborts it and its records are lost. Raise eos.transactionTimeoutMs or lower "
+            "eos.checkpointTimeoutMs / eos.restartBudgetMs."
         )
+    admin = clients.admin()
+    try:
+        raw_max = admin.broker_config(_MAX_TIMEOUT)
+    except KafkaAuthorizationError as denied:
+        log.warning("optional ACL missing: %s. Without it the brokers' %s cannot be read, so "
+                    "eos.transactionTimeoutMs=%d is checked by an InitProducerId of transactional id %r instead",
+                    denied, _MAX_TIMEOUT, timeout, probe_transactional_id(_prefix(config)))
+        _probe_timeout(config, clients, "DescribeConfigs of the brokers is not allowed")
+        return
+    finally:
+        admin.close()
+    if raw_max is None:
+        log.warning("the brokers did not report %s; checking eos.transactionTimeoutMs=%d by an InitProducerId "
+                    "instead", _MAX_TIMEOUT, timeout)
+        _probe_timeout(config, clients, f"the brokers did not report {_MAX_TIMEOUT}")
+    elif timeout > int(raw_max):
+        raise TransactionTimeoutRefusedError.exceeding(timeout, raw_max, how="read from the brokers with "
+                                                       "DescribeConfigs; they would refuse every transaction")
+
+
+def _prefix(config: KafkaSinkConfig) -> str:
+    if config.transactional_id_prefix is None:
+        raise ValueError("an exactly-once sink needs its transactional id prefix (eos.transactionalIdPrefix)")
+    return config.transactional_id_prefix
+
+
+def _probe_timeout(config: KafkaSinkConfig, clients: KafkaClients, why: str) -> None:
+    prefix = _prefix(config)
+    probe = probe_transactional_id(prefix)
+    producer = clients.producer(probe, KafkaTransactionWriter.producer_config(config))
+    try:
+        producer.init_transactions(config.flush_timeout_s)
+    except KafkaAuthorizationError as denied:
+        # The ACL the README asks for is on the prefix, not on the probe's id.
+        raise authorization_error(config.client_config, ("WRITE", "DESCRIBE"), TRANSACTIONAL_ID, prefix,
+                                  pattern=PREFIXED, error_name=denied.code,
+                                  doing=f"checking eos.transactionTimeoutMs by InitProducerId of {probe!r}") from denied
+    except TransactionTimeoutRefusedError as refused:
+        raise TransactionTimeoutRefusedError.exceeding(
+            config.transaction_timeout_ms,
+            how=f"the brokers refused it at InitProducerId of transactional id {probe!r} with "
+                f"INVALID_TRANSACTION_TIMEOUT; their limit itself is unknown: {why}") from refused
+    finally:
+        producer.close()
+    log.info("eos.transactionTimeoutMs=%d accepted by the brokers (InitProducerId of %r)",
+             config.transaction_timeout_ms, probe)
+
+
+def check_transactions_visible(config: KafkaSinkConfig, clients: KafkaClients) -> None:
+    """Raise KafkaAuthorizationError unless the principal may DESCRIBE the sink's transactional ids,
+    without which the sweep of lingering transactions would silently find none."""
+    if not config.exactly_once:
+        return
+    transactional_id = TransactionalIdPool(_prefix(config)).format(0, 0)
+    control = clients.txn_control()
+    try:
+        # A cluster that never saw a transaction creates __transaction_state at the first
+        # FindCoordinator and answers COORDINATOR_NOT_AVAILABLE meanwhile.
+        retrying = Retrying(retry=retry_if_exception_type(RetriableKafkaError),
+                            stop=stop_after_delay(config.commit_retry_timeout_s),
+                            wait=wait_exponential(multiplier=0.1, max=2.0), reraise=True)
+        retrying(control.describe_transaction, transactional_id)
+    finally:
+        control.close()

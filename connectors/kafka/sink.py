@@ -20,7 +20,7 @@ from connectors.kafka.committable import KafkaCommittable
 from connectors.kafka.committer import KafkaTransactionCommitter
 from connectors.kafka.config import KafkaSinkConfig, default_transactional_id_prefix
 from connectors.kafka.errors import KafkaConnectorError
-from connectors.kafka.guardrails import check_transaction_timeout
+from connectors.kafka.guardrails import check_sink
 from connectors.kafka.transactional_ids import TransactionalIdPool
 from connectors.kafka.writer import KafkaTransactionWriter, ProducerRecord
 from twophase.participants import TwoPhaseCommitSink
@@ -52,11 +52,7 @@ class KafkaSink(TwoPhaseCommitSink[KafkaTransactionWriter, KafkaCommittable]):
         self.committer = KafkaTransactionCommitter(self.clients, config)
         self.id_pool = TransactionalIdPool(config.transactional_id_prefix) if config.exactly_once else None
         self._plain_producer: ProducerClient | None = None
-        admin = self.clients.admin()
-        try:
-            check_transaction_timeout(config, admin)
-        finally:
-            admin.close()
+        check_sink(config, self.clients)
 
     @property
     def transactional_id_prefix(self) -> str | None:

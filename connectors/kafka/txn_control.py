@@ -3,16 +3,19 @@
 librdkafka can only end the transaction of the producer handle that opened it. The two-phase
 commit needs more: the driver commits (EndTxn) transactions that executor processes opened and
 then left, and recovery finds (ListTransactions, DescribeTransactions) transactions a crash left
-open. kafka-python's protocol classes and admin plumbing provide both. This is the one module that
-imports kafka-python; everything it raises is a type of ``errors.py``.
+open. kafka-python's protocol classes and admin plumbing provide both. This module and
+``kafka_python_settings.py`` (the connection settings) are the only ones that import kafka-python;
+everything it raises is a type of ``errors.py``.
 
 Nothing here retries: each call makes one attempt and maps what went wrong. Retrying transient
 errors (``RetriableKafkaError``) is the caller's decision.
 
-Connection settings are taken from the librdkafka-style client configuration where the mapping is
-one to one (see ``kafka_python_config``). Not mapped, so such clusters need a kafka-python specific
-setup: SASL GSSAPI (Kerberos) and OAUTHBEARER token providers, PKCS#12 keystores
-(``ssl.keystore.*``), ``ssl.ca.pem``/``ssl.certificate.pem`` inline PEM strings, and CRL settings.
+Connection settings are the librdkafka-style client configuration, translated by
+``kafka_python_settings.kafka_python_config``; a setting kafka-python cannot honour is refused when
+the control plane is made, naming the option. A refused request (an ACL missing) raises
+``KafkaAuthorizationError`` naming the principal, the operation and the transactional id prefix.
+ListTransactions answers only with ids the principal may DESCRIBE, silently; ``describe_transaction``
+tells a missing DESCRIBE apart from "nothing to find".
 """
 
 from __future__ import annotations
@@ -26,16 +29,19 @@ from kafka.admin import KafkaAdminClient
 from kafka.protocol.metadata import CoordinatorType
 from kafka.protocol.producer.transaction import EndTxnRequest
 
+from connectors.kafka.authorization import AUTHORIZATION_ERROR_NAMES, Denied, transactional_id_error
 from connectors.kafka.clients import OpenTransaction, ProducerIdentity, TopicPartition, TransactionListing
 from connectors.kafka.errors import (
     BrokerUnavailableError,
     InvalidProducerEpochError,
     InvalidTxnStateError,
+    KafkaAuthorizationError,
     KafkaConnectorError,
     ProducerFencedError,
     RetriableKafkaError,
     TransactionalIdNotFoundError,
 )
+from connectors.kafka.kafka_python_settings import kafka_python_config
 
 log = logging.getLogger(__name__)
 
@@ -78,57 +84,16 @@ _CONNECTION_ERRORS: tuple[type[Exception], ...] = (
 # action, so there is nothing for the caller to commit or abort.
 _OPEN_STATES = ("Ongoing",)
 
-# librdkafka-style key -> kafka-python KafkaAdminClient keyword, where the meaning is the same.
-_CONFIG_MAP = {
-    "security.protocol": "security_protocol",
-    "sasl.mechanism": "sasl_mechanism",
-    "sasl.mechanisms": "sasl_mechanism",
-    "sasl.username": "sasl_plain_username",
-    "sasl.password": "sasl_plain_password",
-    "ssl.ca.location": "ssl_cafile",
-    "ssl.certificate.location": "ssl_certfile",
-    "ssl.key.location": "ssl_keyfile",
-    "ssl.key.password": "ssl_password",
-    "client.id": "client_id",
-    "socket.timeout.ms": "request_timeout_ms",
-}
-_UPPERCASE_VALUES = frozenset({"security_protocol", "sasl_mechanism"})
-_INT_VALUES = frozenset({"request_timeout_ms"})
-
-
-def kafka_python_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """kafka-python admin keywords for the librdkafka-style settings that map one to one.
-
-    Unmapped security settings are logged, because silently connecting without them would fail
-    later with a less helpful error."""
-    mapped: dict[str, Any] = {}
-    for key, value in config.items():
-        target = _CONFIG_MAP.get(key)
-        if target is not None:
-            if target in _UPPERCASE_VALUES:
-                value = str(value).upper()
-            elif target in _INT_VALUES:
-                value = int(value)
-            mapped[target] = value
-        elif key == "ssl.endpoint.identification.algorithm":
-            mapped["ssl_check_hostname"] = str(value).lower() == "https"
-        elif key.startswith(("sasl.", "ssl.")):
-            log.warning(
-                "transaction control: client setting %r has no kafka-python equivalent here and is "
-                "ignored",
-                key,
-            )
-    return mapped
-
-
 def _error_name(code: int) -> str:
     error_type = kafka_errors.for_code(code)
     return getattr(error_type, "message", None) or f"ERROR_{code}"
 
 
-def _map_error_code(code: int, context: str) -> KafkaConnectorError:
+def _map_error_code(code: int, context: str, denied: Denied | None = None) -> KafkaConnectorError:
     name = _error_name(code)
     message = f"{context}: {name} (error {code})"
+    if code in AUTHORIZATION_ERROR_NAMES and denied is not None:
+        return denied(AUTHORIZATION_ERROR_NAMES[code])
     if code == _PRODUCER_FENCED:
         return ProducerFencedError(message)
     if code == _INVALID_PRODUCER_EPOCH:
@@ -144,11 +109,11 @@ def _map_error_code(code: int, context: str) -> KafkaConnectorError:
     return KafkaConnectorError(message)
 
 
-def _map_exception(exc: Exception, context: str) -> KafkaConnectorError:
+def _map_exception(exc: Exception, context: str, denied: Denied | None = None) -> KafkaConnectorError:
     if isinstance(exc, KafkaConnectorError):
         return exc
     if isinstance(exc, kafka_errors.BrokerResponseError) and exc.errno not in (None, _NONE):
-        mapped = _map_error_code(int(exc.errno), context)
+        mapped = _map_error_code(int(exc.errno), context, denied)
     elif isinstance(exc, _CONNECTION_ERRORS):
         mapped = BrokerUnavailableError(f"{context}: {exc}", code=type(exc).__name__)
     elif isinstance(exc, kafka_errors.KafkaError) and exc.retriable:
@@ -168,7 +133,9 @@ class KafkaPythonTransactionControl:
 
     def __init__(self, bootstrap_servers: str, config: Mapping[str, Any] | None = None) -> None:
         self.bootstrap_servers = bootstrap_servers
-        self._admin_config = kafka_python_config(config or {})
+        # The librdkafka-style settings, for the principal that messages of refused requests name.
+        self._settings = dict(config or {})
+        self._admin_config = kafka_python_config(self._settings)
         self._admin_config.setdefault("client_id", "kafka-eos-txn-control")
         # kafka-python waits 30 s for a first broker by default; fail sooner and let the caller's
         # retry policy decide.
@@ -223,20 +190,21 @@ class KafkaPythonTransactionControl:
             results: dict[str, KafkaConnectorError | None] = {}
             for transactional_id, identity in transactions:
                 self._forget_if_stale(admin, transactional_id, exc)
-                results[transactional_id] = _map_exception(exc, self._context(action, transactional_id, identity))
+                context = self._context(action, transactional_id, identity)
+                results[transactional_id] = _map_exception(exc, context, self._denied(transactional_id, context))
             return results
         results = {}
         for (transactional_id, identity), (version, outcome) in zip(transactions, outcomes):
             context = self._context(action, transactional_id, identity)
             if isinstance(outcome, Exception):
                 self._forget_if_stale(admin, transactional_id, outcome)
-                results[transactional_id] = _map_exception(outcome, context)
+                results[transactional_id] = _map_exception(outcome, context, self._denied(transactional_id, context))
                 continue
             code = int(outcome.error_code)
             if code != _NONE:
                 if code in _STALE_COORDINATOR_CODES:
                     self._forget_coordinator(admin, transactional_id)
-                error = _map_error_code(code, context)
+                error = _map_error_code(code, context, self._denied(transactional_id, context))
                 log.warning("%s failed: %s", context, error)
                 results[transactional_id] = error
                 continue
@@ -244,6 +212,13 @@ class KafkaPythonTransactionControl:
                      getattr(outcome, "producer_epoch", "unknown"))
             results[transactional_id] = None
         return results
+
+    def _denied(self, transactional_id: str, doing: str, operations: tuple[str, ...] = ("WRITE", "DESCRIBE"),
+                ) -> Denied:
+        def denied(error_name: str) -> KafkaAuthorizationError:
+            return transactional_id_error(self._settings, transactional_id, error_name=error_name, doing=doing,
+                                          operations=operations)
+        return denied
 
     @staticmethod
     def _context(action: str, transactional_id: str, identity: ProducerIdentity) -> str:
@@ -332,7 +307,8 @@ class KafkaPythonTransactionControl:
             if isinstance(exc, (kafka_errors.NotCoordinatorError, *_CONNECTION_ERRORS)):
                 for transactional_id in ids:
                     self._forget_coordinator(admin, transactional_id)
-            raise _map_exception(exc, f"{context}: describe {ids}") from exc
+            raise _map_exception(exc, f"{context}: describe {ids}",
+                                 self._denied(ids[0], f"describing {ids}", ("DESCRIBE",))) from exc
         result = []
         for transactional_id in ids:
             description = descriptions.get(transactional_id)
@@ -355,6 +331,28 @@ class KafkaPythonTransactionControl:
             )
         log.debug("%s: %d open", context, len(result))
         return result
+
+    def describe_transaction(self, transactional_id: str) -> TransactionListing | None:
+        """The broker's state of one transactional id (DescribeTransactions), None if it has none.
+
+        Raises KafkaAuthorizationError when the principal may not DESCRIBE the id: the one way to
+        tell that ListTransactions, which leaves such ids out without a word, cannot see them."""
+        context = f"describe transaction {transactional_id!r}"
+        admin = self._client()
+        try:
+            descriptions = admin.describe_transactions([transactional_id])
+        except kafka_errors.TransactionalIdNotFoundError:
+            return None
+        except Exception as exc:
+            if isinstance(exc, (kafka_errors.NotCoordinatorError, *_CONNECTION_ERRORS)):
+                self._forget_coordinator(admin, transactional_id)
+            raise _map_exception(exc, context, self._denied(
+                transactional_id, "describing it, as the sweep of lingering transactions (ListTransactions, "
+                "DescribeTransactions) does", ("DESCRIBE",))) from exc
+        description = descriptions.get(transactional_id)
+        if description is None:
+            return None
+        return TransactionListing(transactional_id, description.producer_id, description.state.value)
 
     def close(self) -> None:
         with self._lock:

@@ -187,7 +187,7 @@ class KafkaEosStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTrigge
             try:
                 self.planner.admin.commit_group_offsets(group, from_offsets(end))
             except Exception as exc:
-                log.warning("committing offsets to group %s for lag monitoring failed: %r", group, exc)
+                log.warning("committing offsets to group %s for lag monitoring failed: %s", group, exc)
 
     def stop(self) -> None:
         if self._planner is not None:

@@ -29,7 +29,7 @@ from pyspark.sql.types import StructType
 
 from connectors.kafka.clients import KafkaClients, ProduceBatch
 from connectors.kafka.client_factory import clients_for
-from connectors.kafka.guardrails import check_transaction_timeout
+from connectors.kafka.guardrails import check_sink
 from connectors.kafka.producer_pool import PRODUCERS
 from connectors.kafka.transactional_ids import TransactionalIdPool
 from connectors.kafka.writer import KafkaTransactionWriter
@@ -46,7 +46,7 @@ BATCH_ID_PROPERTY = "streaming.sql.batchId"
 TASK_FAILURE_RATE_ENV = "KAFKA_EOS_TASK_FAILURE_RATE"
 TASK_FAILURE_SEED_ENV = "KAFKA_EOS_TASK_FAILURE_SEED"
 
-_guardrails_checked: set[tuple[str, int, int]] = set()
+_guardrails_checked: set[tuple[object, ...]] = set()
 _guardrails_lock = threading.Lock()
 
 
@@ -170,14 +170,11 @@ def prepare_sink(options: SinkOptions, schema: StructType) -> int:
     committed checkpoint id."""
     check_sink_schema(schema, options.config.topic)
     config = options.config
-    key = (config.bootstrap_servers, config.transaction_timeout_ms, config.checkpoint_timeout_ms + config.restart_budget_ms)
+    key = (config.bootstrap_servers, config.transactional_id_prefix, config.transaction_timeout_ms,
+           config.checkpoint_timeout_ms + config.restart_budget_ms, tuple(sorted(config.client_config.items())))
     with _guardrails_lock:
         if key not in _guardrails_checked:
-            admin = clients_for(config.bootstrap_servers, config.client_config).admin()
-            try:
-                check_transaction_timeout(config, admin)
-            finally:
-                admin.close()
+            check_sink(config, clients_for(config.bootstrap_servers, config.client_config))
             _guardrails_checked.add(key)
     if not config.exactly_once:
         return -1

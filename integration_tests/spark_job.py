@@ -1,0 +1,66 @@
+"""Running the Spark example (examples/spark_pipeline.py) as the integration tests do: a separate
+process (driver JVM and Python workers) in a process group of its own, on Spark ``local[2,4]`` or a
+cluster master, with Kafka client settings for a secured broker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Mapping
+
+from twophase import failpoints
+
+JOB = Path(__file__).resolve().parent.parent / "examples" / "spark_pipeline.py"
+KILLED = -signal.SIGKILL
+#: The prefix of the kit's default transactional ids (eos.transactionalIdPrefix unset).
+DEFAULT_PREFIX = "kafka-eos-"
+
+
+def spark_job_command(bootstrap: str, source: str, sink: str, checkpoint: Path, *failpoint_specs: str,
+                      batch_records: int = 500, master: str | None = None,
+                      kafka_config: Mapping[str, str] | None = None, python: str | None = None,
+                      extra: tuple[str, ...] = ()) -> list[str]:
+    command = [python or sys.executable, str(JOB), "--bootstrap", bootstrap, "--input", source, "--output", sink,
+               "--checkpoint-dir", str(checkpoint), "--bounded", "--transform", "copy",
+               "--max-offsets-per-trigger", str(batch_records), *extra]
+    if master:
+        command += ["--master", master]
+    for name, value in (kafka_config or {}).items():
+        command += ["--kafka-option", f"{name}={value}"]
+    for spec in failpoint_specs:
+        command += ["--failpoint", spec]
+    return command
+
+
+def spark_job_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    environment = {k: v for k, v in os.environ.items() if k != failpoints.ENV_VAR}
+    # Loopback only: Spark would otherwise bind the driver to the host's first interface.
+    environment["SPARK_LOCAL_IP"] = "127.0.0.1"
+    environment.update(env or {})
+    return environment
+
+
+def start_spark_job(*args: object, env: Mapping[str, str] | None = None, **kwargs: object) -> subprocess.Popen[str]:
+    """The job, running; its stdout and stderr are pipes (read them with ``communicate``)."""
+    return subprocess.Popen(spark_job_command(*args, **kwargs), stdout=subprocess.PIPE,  # type: ignore[arg-type]
+                            stderr=subprocess.PIPE, text=True, env=spark_job_environment(env), start_new_session=True)
+
+
+def run_spark_job(*args: object, env: Mapping[str, str] | None = None,
+                  **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """The job, run to its end (or its death)."""
+    job = start_spark_job(*args, env=env, **kwargs)
+    try:
+        stdout, stderr = job.communicate(timeout=900)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        stdout, stderr = job.communicate()
+    return subprocess.CompletedProcess(job.args, job.returncode, stdout, stderr)
+
+
+def kit_lines(stderr: str) -> list[str]:
+    """The one-line errors the example printed last (``kafka-eos: <line>``)."""
+    return [line[len("kafka-eos: "):] for line in stderr.splitlines() if line.startswith("kafka-eos: ")]
