@@ -1,23 +1,61 @@
 """The protocol core: checkpoint coordinator, completed-checkpoint store, savepoints,
-two-phase-commit contracts and failpoints. No Kafka and no Spark in here."""
+two-phase-commit contracts and failpoints. No Kafka and no Spark in here.
 
-from twophase.checkpoint import CompletedCheckpoint
-from twophase.checkpoint_store import FileCheckpointStore
-from twophase.coordinator import (
-    CheckpointAbortedError,
-    CheckpointCommitError,
-    CheckpointConfig,
-    CheckpointCoordinator,
-    CheckpointFailureError,
-    CheckpointTriggerError,
-)
-from twophase.participants import CheckpointParticipant, ResettableSource, RestoredState, TwoPhaseCommitSink
-from twophase.pipeline import LocalPipeline, PipelineResult
-from twophase.stats import CheckpointStats, CheckpointStatus
+The names below are resolved on first use (PEP 562): every Python process Spark starts for the
+kit imports ``twophase.errors`` or ``twophase.failpoints``, and most of them need nothing else, so
+importing the package must not import the coordinator, the store and pyarrow with it."""
 
-__all__ = [
-    "CheckpointAbortedError", "CheckpointCommitError", "CheckpointConfig", "CheckpointCoordinator",
-    "CheckpointFailureError", "CheckpointParticipant", "CheckpointStats", "CheckpointStatus",
-    "CheckpointTriggerError", "CompletedCheckpoint", "FileCheckpointStore", "LocalPipeline",
-    "PipelineResult", "ResettableSource", "RestoredState", "TwoPhaseCommitSink",
-]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "CompletedCheckpoint": "twophase.checkpoint",
+    "FileCheckpointStore": "twophase.checkpoint_store",
+    "CheckpointAbortedError": "twophase.coordinator",
+    "CheckpointCommitError": "twophase.coordinator",
+    "CheckpointConfig": "twophase.coordinator",
+    "CheckpointCoordinator": "twophase.coordinator",
+    "CheckpointFailureError": "twophase.coordinator",
+    "CheckpointTriggerError": "twophase.coordinator",
+    "CheckpointParticipant": "twophase.participants",
+    "ResettableSource": "twophase.participants",
+    "RestoredState": "twophase.participants",
+    "TwoPhaseCommitSink": "twophase.participants",
+    "LocalPipeline": "twophase.pipeline",
+    "PipelineResult": "twophase.pipeline",
+    "CheckpointStats": "twophase.stats",
+    "CheckpointStatus": "twophase.stats",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'twophase' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:
+    from twophase.checkpoint import CompletedCheckpoint
+    from twophase.checkpoint_store import FileCheckpointStore
+    from twophase.coordinator import (
+        CheckpointAbortedError,
+        CheckpointCommitError,
+        CheckpointConfig,
+        CheckpointCoordinator,
+        CheckpointFailureError,
+        CheckpointTriggerError,
+    )
+    from twophase.participants import CheckpointParticipant, ResettableSource, RestoredState, TwoPhaseCommitSink
+    from twophase.pipeline import LocalPipeline, PipelineResult
+    from twophase.stats import CheckpointStats, CheckpointStatus

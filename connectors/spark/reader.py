@@ -33,7 +33,7 @@ from connectors.kafka.source import (
 )
 from connectors.spark.gc_pause import gc_paused
 from connectors.spark.options import SourceOptions
-from connectors.spark.schema import batches_to_arrow
+from connectors.spark.arrow_batches import batches_to_arrow
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,49 @@
+"""What a Python process Spark starts for the data source has to import (issue 11).
+
+Spark starts a Python process of its own for each planning step of a query (create the source,
+plan the read, run the streaming source, run the sink's commits) and each unpickles
+``KafkaEosDataSource``: whatever its module imports, every one of them pays for. These run in a
+fresh interpreter, so that modules other tests imported do not hide an import."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+HEAVY = ("pyarrow", "confluent_kafka", "kafka", "tenacity", "twophase.coordinator", "twophase.state_storage",
+         "connectors.spark.reader", "connectors.spark.writer")
+
+
+def loaded_after(statement: str) -> set[str]:
+    probe = (f"import sys, json\n{statement}\n"
+             f"print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True).stdout
+    return set(json.loads(out.splitlines()[-1]))
+
+
+def test_unpickling_the_data_source_and_asking_its_schema_loads_no_client_and_no_arrow():
+    statement = ("from connectors.spark.datasource import KafkaEosDataSource\n"
+                 "KafkaEosDataSource({'includeheaders': 'true'}).schema()")
+    assert loaded_after(statement) == set()
+
+
+def test_the_protocol_core_errors_and_failpoints_do_not_import_the_core():
+    assert loaded_after("import twophase.errors, twophase.failpoints") == set()
+
+
+def test_the_package_still_exports_the_core_on_first_use():
+    assert "twophase.coordinator" in loaded_after("from twophase import CheckpointCoordinator")
+
+
+def test_a_stream_reader_loads_the_reader_not_the_sink():
+    statement = ("from connectors.spark.datasource import KafkaEosDataSource\n"
+                 "KafkaEosDataSource({'kafka.bootstrap.servers': 'fake-kafka:///tmp/x.db', 'subscribe': 't'})"
+                 ".streamReader(None)")
+    loaded = loaded_after(statement)
+    assert "connectors.spark.reader" in loaded
+    assert "connectors.spark.writer" not in loaded and "kafka" not in loaded
