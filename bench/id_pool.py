@@ -12,7 +12,7 @@ Measured per variant:
   the difference (the broker keeps each until ``transactional.id.expiration.ms``);
 - micro-batches, and their mean and median ``triggerExecution`` (the first batch left out);
 - the driver's commit time per batch (the sink's "batch N committed: ... X ms" log lines, made
-  visible by ``bench/worker_logging``), mean and median (the first batch left out);
+  visible by ``bench/process_hooks``), mean and median (the first batch left out);
 - the output, read back with read_committed: records and distinct keys.
 
 Nothing is asserted: the script reports. A broker it starts is stopped at the end.
@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run_bench import COMMITTED_LINE, WORKER_LOGGING, check_output, create_topics, load_input, log  # noqa: E402
+from run_bench import COMMITTED_LINE, PROCESS_HOOKS, check_output, create_topics, load_input, log  # noqa: E402
 
 from connectors.kafka.client_factory import clients_for  # noqa: E402
 from connectors.tools.broker import find_broker  # noqa: E402
@@ -75,7 +75,7 @@ def run_variant(variant: Variant, bootstrap: str, input_topic: str, partitions: 
                "--bounded", "--transform", "copy", "--max-offsets-per-trigger", str(batch_records),
                "--metrics-file", str(metrics)]
     env = dict(os.environ, KAFKA_EOS_BENCH_COMMIT_LOG="1", PYSPARK_PYTHON=variant.python,
-               PYTHONPATH=os.pathsep.join(p for p in (str(WORKER_LOGGING), os.environ.get("PYTHONPATH", "")) if p))
+               PYTHONPATH=os.pathsep.join(p for p in (str(PROCESS_HOOKS), os.environ.get("PYTHONPATH", "")) if p))
     before = broker_ids(bootstrap)
     log(f"{variant.name}: {' '.join(command)}")
     started = time.monotonic()

@@ -72,15 +72,16 @@ from confluent_kafka.admin import AdminClient
 from connectors.kafka.clients import TopicPartition
 from connectors.kafka.client_factory import clients_for
 from connectors.tools.broker import Broker, find_broker
+from cold_start import breakdown, load_trace, render
 from twophase.state_storage import open_state_storage
 
 REPO = Path(__file__).resolve().parent.parent
 SPARK_PIPELINE = REPO / "examples" / "spark_pipeline.py"
 RAW_COPY = REPO / "bench" / "raw_copy.py"
 QUIX_COPY = REPO / "bench" / "quix_copy.py"
-#: Holds a sitecustomize that prints the sink's commit-time log lines from Spark's Python workers.
-WORKER_LOGGING = REPO / "bench" / "worker_logging"
-ALL_RUNS = ("raw_alo", "raw_eos", "quix_eos", "spark_alo", "spark_eos", "spark_eos_s3")
+#: Holds a sitecustomize that prints the sink's commit-time log lines from Spark's Python workers, and traces processes (--trace).
+PROCESS_HOOKS = REPO / "bench" / "process_hooks"
+ALL_RUNS = ("raw_alo", "raw_eos", "quix_eos", "spark_alo", "spark_eos", "spark_eos_restart", "spark_eos_s3")
 #: Runs that need --state-uri (an object store for the sink's state).
 STATE_URI_RUNS = ("spark_eos_s3",)
 MEMORY_RUN = "spark_eos_memory"  # --memory-check-records: spark_eos on a bigger topic
@@ -98,6 +99,12 @@ QUIX_VENV = Path.home() / ".cache" / "pyspark-kafka-eos" / "bench-quix-venv"
 TARGET_EOS_VS_ALO = 0.90
 TARGET_OVERHEAD_MS = 50.0
 TARGET_MIN_BATCH = 200_000
+#: Issue 11: cold start and restart to the first committed output or checkpoint, and the 1M-record
+#: job's rec/s from process start against the figure measured when the issue was opened.
+TARGET_COLD_START_S = 10.0
+TARGET_RESTART_S = 10.0
+ISSUE_11_FROM_START_REC_S = 48_277
+TARGET_FROM_START_FACTOR = 2.0
 
 COMMITTED_LINE = re.compile(
     r"batch (\d+) committed: (\d+) transactions, (\d+) records, (\d+) ms"
@@ -411,10 +418,20 @@ def check_output(bootstrap: str, topic: str, partitions: int) -> OutputCheck:
 
 # -- Quix Streams virtualenv ---------------------------------------------------------------------
 
-def _quix_env() -> dict[str, str]:
-    """This script's environment without what would make the Quix venv's Python import the
+def run_environment(keep_env: bool) -> dict[str, str]:
+    """The environment every run starts from. ``PYTHONDONTWRITEBYTECODE`` is dropped unless
+    ``--keep-env``: users' machines do not set it, and without cached bytecode every Python
+    process Spark starts compiles the kit's modules again."""
+    env = dict(os.environ)
+    if not keep_env:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def _quix_env(base: dict[str, str]) -> dict[str, str]:
+    """The runs' environment without what would make the Quix venv's Python import the
     project's packages (confluent-kafka 2.16) instead of its own."""
-    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    return {k: v for k, v in base.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
 
 
 def _quix_version(python: str) -> tuple[str | None, str]:
@@ -490,6 +507,7 @@ class Run:
     result_file: Path | None = None
     stderr_file: Path | None = None
     records: int = 0  # in its input
+    trace_file: Path | None = None  # --trace: the process trace of a Spark run
     results: dict[str, Any] = field(default_factory=dict)
 
 
@@ -561,6 +579,66 @@ def execute(run: Run, bootstrap: str, partitions: int, work: Path, broker_pid: i
         _raw_results(run, started)
     else:
         _spark_results(run, started, sampler)
+        if run.trace_file is not None and run.trace_file.exists():
+            r["cold_start_breakdown"] = breakdown(load_trace(run.trace_file), started, r.get("batches"),
+                                                  r.get("cold_start_s"))
+
+
+def _descendants(root: int) -> list[int]:
+    stats = _proc_stats()
+    children: dict[int, list[int]] = {}
+    for pid, stat in stats.items():
+        children.setdefault(stat.ppid, []).append(pid)
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, ()))
+    # Same session too: Spark's Python daemon and its workers may have been re-parented.
+    found += [pid for pid, stat in stats.items() if stat.session == root and pid not in found]
+    return found
+
+
+def execute_restart(run: Run, bootstrap: str, partitions: int, work: Path, broker_pid: int | None,
+                    timeout_s: float) -> None:
+    """``spark_eos_restart``: the exactly-once job SIGKILLed (the driver, its JVM and every Python
+    process of the run, by PID) once a micro-batch is committed, then started again from the same
+    checkpoint. The second process is measured like any run; its first micro-batch end, from its
+    own start, is the restart-to-first-committed-checkpoint time."""
+    assert run.metrics_file is not None and run.stderr_file is not None
+    first_metrics = run.metrics_file.with_name(run.metrics_file.stem + ".killed.jsonl")
+    command = list(run.command)
+    command[command.index("--metrics-file") + 1] = str(first_metrics)
+    first_env = dict(run.env or os.environ)
+    first_env.pop("KAFKA_EOS_BENCH_TRACE", None)  # only the restart is traced
+    with open(run.stderr_file.with_suffix(".killed.stderr"), "wb") as err:
+        started = time.time()
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
+                                   cwd=REPO, env=first_env, start_new_session=True)
+    deadline = time.monotonic() + timeout_s
+    committed = 0
+    while process.poll() is None and time.monotonic() < deadline and not committed:
+        if first_metrics.exists():
+            committed = sum(1 for line in first_metrics.read_text().splitlines()
+                            if line.strip() and json.loads(line).get("numInputRows"))
+        time.sleep(0.05)
+    if process.poll() is not None:
+        run.results["restart_note"] = f"the first process exited ({process.returncode}) before it was killed"
+    for pid in _descendants(process.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    process.wait()
+    run.results["killed_at_s"] = round(time.time() - started, 2)
+    run.results["killed_after_batches"] = committed
+    log(f"{run.name}: first process SIGKILLed {run.results['killed_at_s']:.1f} s after its start, "
+        f"{committed} micro-batch(es) committed; restarting from the same checkpoint")
+    time.sleep(1.0)  # the broker notices the dead clients' connections
+    execute(run, bootstrap, partitions, work, broker_pid, timeout_s)
+    run.results["restart_first_checkpoint_s"] = run.results.get("first_batch_end_s")
+    # The output already holds the first process's records: no cold start to see there.
+    run.results["cold_start_s"] = None
 
 
 def _raw_results(run: Run, started: float) -> None:
@@ -666,7 +744,8 @@ def summarize(runs: dict[str, Run]) -> dict[str, dict[str, Any]]:
 
         s: dict[str, Any] = {"repetitions": len(results)}
         for key in ("steady_rec_s", "steady_wall_rec_s", "from_start_rec_s", "cold_start_s", "first_batch_ms",
-                    "steady_batch_ms_mean", "steady_spark_other_ms_mean"):
+                    "steady_batch_ms_mean", "steady_spark_other_ms_mean", "first_batch_end_s",
+                    "restart_first_checkpoint_s"):
             s[key] = _median(values(key))
         s["steady_rec_s_each"] = values("steady_rec_s")
         for key in ("peak_rss_mb", "peak_pss_mb"):
@@ -798,6 +877,20 @@ def targets(summary: dict[str, dict[str, Any]], comparison: dict[str, Any], max_
             f"{steady:,.0f} rec/s ({steady / QUIX_EOS_REC_S:.1f}x reference Quix {QUIX_EOS_REC_S // 1000}k)"
             if steady else "n/a", steady >= TARGET_STEADY_REC_S if steady else None,
             f"{why}; judged against the reference {QUIX_EOS_REC_S:,} rec/s measured earlier, not side by side")
+    cold = eos.get("cold_start_s")
+    add("cold start to first committed output", f"<= {TARGET_COLD_START_S:.0f} s",
+        f"{cold:.1f} s" if cold is not None else "n/a", cold <= TARGET_COLD_START_S if cold is not None else None,
+        "spark_eos: process start until read_committed sees output")
+    restart = summary.get("spark_eos_restart", {}).get("restart_first_checkpoint_s")
+    add("restart after SIGKILL to first committed checkpoint", f"<= {TARGET_RESTART_S:.0f} s",
+        f"{restart:.1f} s" if restart is not None else "n/a (spark_eos_restart not run)",
+        restart <= TARGET_RESTART_S if restart is not None else None,
+        "spark_eos_restart: the new process's start until its first micro-batch ends")
+    from_start = eos.get("from_start_rec_s")
+    wanted = TARGET_FROM_START_FACTOR * ISSUE_11_FROM_START_REC_S
+    add("rec/s from process start", f">= {TARGET_FROM_START_FACTOR:.0f}x {ISSUE_11_FROM_START_REC_S:,} = {wanted:,.0f}",
+        f"{from_start:,.0f}" if from_start else "n/a", from_start >= wanted if from_start else None,
+        "spark_eos; the issue's figure for 1M records of 100 B in batches of 250k (compare like with like)")
     sizes = eos.get("batch_rows") or []
     add("micro-batch size", f">= {TARGET_MIN_BATCH:,} records",
         f"{min(sizes):,}..{max(sizes):,} (max offsets per trigger {max_offsets:,})" if sizes else "n/a",
@@ -884,9 +977,17 @@ def print_tables(results: dict[str, Any]) -> None:
             row(f"{config} (median)", s, comparison.get(f"{kind}_eos_vs_alo") if config.endswith("eos") else None,
                 comparison.get("overhead_ms_per_batch") if config == "spark_eos" else None, None, style="bold")
     console.print(table)
+    for name, r in runs.items():
+        if r.get("cold_start_breakdown"):
+            console.print(f"\n{name}: where the cold start goes (--trace)\n" + render(r["cold_start_breakdown"]),
+                          markup=False, highlight=False)
+        if r.get("restart_first_checkpoint_s") is not None:
+            console.print(f"{name}: killed {r['killed_at_s']} s after start with {r['killed_after_batches']} batch(es) "
+                          f"committed; the restarted process committed its first checkpoint "
+                          f"{r['restart_first_checkpoint_s']:.1f} s after its start", highlight=False)
     for config, why in skipped.items():
         console.print(f"[yellow]{config} skipped: {why}[/yellow]", markup=True, highlight=False)
-    target_table = Table(title="issue 4 targets (spark_eos" + (", medians)" if cfg["repeat"] > 1 else ")"))
+    target_table = Table(title="issue 4 and issue 11 targets (spark_eos" + (", medians)" if cfg["repeat"] > 1 else ")"))
     for column in ("target", "wanted", "measured", "met", "note"):
         target_table.add_column(column)
     for target in results["targets"]:  # not "row": that is the run-row function above
@@ -939,6 +1040,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quiet-load", type=float, default=1.0)
     parser.add_argument("--work-dir", default=None, help="checkpoints, logs, metrics (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the work dir and the topics")
+    parser.add_argument("--keep-env", action="store_true",
+                        help="run with this environment as it is (by default PYTHONDONTWRITEBYTECODE is "
+                             "dropped, as on a user's machine)")
+    parser.add_argument("--trace", action="store_true",
+                        help="trace every Python process of the first repetition of each Spark run and "
+                             "report where its cold start goes (bench/cold_start.py)")
     parser.add_argument("--out", default="bench-results.json")
     return parser.parse_args(argv)
 
@@ -965,9 +1072,12 @@ def _spark_command(args: argparse.Namespace, bootstrap: str, input_topic: str, o
             "--metrics-file", str(work / f"{tag}.metrics.jsonl")]
 
 
-def _spark_env() -> dict[str, str]:
-    return dict(os.environ, KAFKA_EOS_BENCH_COMMIT_LOG="1", PYTHONPATH=os.pathsep.join(
-        p for p in (str(WORKER_LOGGING), os.environ.get("PYTHONPATH", "")) if p))
+def _spark_env(base: dict[str, str], trace_file: Path | None = None) -> dict[str, str]:
+    env = dict(base, KAFKA_EOS_BENCH_COMMIT_LOG="1", PYTHONPATH=os.pathsep.join(
+        p for p in (str(PROCESS_HOOKS), base.get("PYTHONPATH", "")) if p))
+    if trace_file is not None:
+        env["KAFKA_EOS_BENCH_TRACE"] = str(trace_file)
+    return env
 
 
 def state_location(args: argparse.Namespace, stamp: str, tag: str) -> str:
@@ -990,6 +1100,7 @@ def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp
                memory_topic: str | None, selected: list[str], quix: str | None) -> dict[str, Run]:
     """The runs in order; ``quix`` is the Python for quix_eos (selected only if there is one)."""
     runs: dict[str, Run] = {}
+    base_env = run_environment(args.keep_env)
     for repetition in range(1, args.repeat + 1):
         for config in ALL_RUNS:
             if config not in selected:
@@ -1007,6 +1118,7 @@ def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp
                                "--output", output, "--mode", guarantee,
                                "--transaction-interval-ms", str(args.transaction_interval_ms),
                                "--result-file", str(run.result_file)]
+                run.env = base_env
             elif kind == "quix":
                 assert quix is not None
                 run.result_file = work / f"{tag}.json"
@@ -1015,13 +1127,15 @@ def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp
                                "--result-file", str(run.result_file)]
                 if args.quix_commit_interval_s is not None:
                     run.command += ["--commit-interval-s", str(args.quix_commit_interval_s)]
-                run.env = _quix_env()
+                run.env = _quix_env(base_env)
             else:
                 run.metrics_file = work / f"{tag}.metrics.jsonl"
                 run.command = _spark_command(args, bootstrap, input_topic, output, guarantee, work, tag)
                 if config in STATE_URI_RUNS:
                     run.command += ["--state-dir", state_location(args, stamp, tag)]
-                run.env = _spark_env()
+                # The first repetition of each Spark config is traced with --trace.
+                run.trace_file = work / f"{tag}.trace.jsonl" if args.trace and repetition == 1 else None
+                run.env = _spark_env(base_env, run.trace_file)
             runs[name] = run
     if memory_topic is not None:
         # The same exactly-once job on a bigger topic, same batch size: memory must not follow.
@@ -1029,7 +1143,7 @@ def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp
         output = f"bench-{stamp}-{tag}-out"
         run = Run(name, MEMORY_RUN, 1, "spark", "exactly_once", output,
                   _spark_command(args, bootstrap, memory_topic, output, "exactly_once", work, tag),
-                  env=_spark_env(), metrics_file=work / f"{tag}.metrics.jsonl",
+                  env=_spark_env(base_env), metrics_file=work / f"{tag}.metrics.jsonl",
                   stderr_file=work / f"{tag}.stderr", records=args.memory_check_records)
         runs[name] = run
     return runs
@@ -1078,7 +1192,10 @@ def main(argv: list[str] | None = None) -> int:
             if i:
                 time.sleep(args.pause_s)
             log(f"{run.name}: {' '.join(run.command[1:3])} ...")
-            execute(run, bootstrap, args.partitions, work, broker_pid, args.run_timeout_s)
+            if run.config == "spark_eos_restart":
+                execute_restart(run, bootstrap, args.partitions, work, broker_pid, args.run_timeout_s)
+            else:
+                execute(run, bootstrap, args.partitions, work, broker_pid, args.run_timeout_s)
             check = check_output(bootstrap, run.output, args.partitions)
             run.results["check"] = check.__dict__
             run.results["expected_records"] = run.records

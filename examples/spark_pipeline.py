@@ -205,7 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in (failpoints.ENV_VAR, failpoints.KILL_GROUP_ENV, TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV):
         if os.environ.get(name):
             builder = builder.config(f"spark.executorEnv.{name}", os.environ[name])
+    log.info("starting the Spark session")
     spark = builder.getOrCreate()
+    log.info("Spark session ready (master %s)", args.master)
     if args.py_files:
         spark.sparkContext.addPyFile(args.py_files)  # what spark-submit --py-files does
     spark.sparkContext.setLogLevel(args.log_level)
@@ -215,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         spark.stop()
         return report_failure(exc)
+    log.info("query started (id %s)", query.id)
     written: set = set()
     try:
         if args.metrics_file:
