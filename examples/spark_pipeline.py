@@ -56,6 +56,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--py-files", default=None,
                         help="the kit as a zip, shipped to executors whose Python has its dependencies but not "
                              "the kit (as spark-submit --py-files)")
+    parser.add_argument("--jvm-class-archive", default=None, metavar="PATH",
+                        help="start the driver JVM from this class archive (made by `kafka-eos "
+                             "jvm-class-archive PATH`); halves the session start")
     parser.add_argument("--delivery-guarantee", default="exactly_once",
                         choices=["exactly_once", "at_least_once", "none"])
     parser.add_argument("--transaction-timeout-ms", type=int, default=15 * 60 * 1000)
@@ -201,6 +204,12 @@ def main(argv: list[str] | None = None) -> int:
         # cluster-wide spark-defaults.conf cannot turn it off under the replay).
         .config("spark.python.worker.reuse", "true")
     )
+    if args.jvm_class_archive:
+        from connectors.spark.jvm_class_archive import java_options
+
+        options = java_options(args.jvm_class_archive)
+        if options:
+            builder = builder.config("spark.driver.extraJavaOptions", options)
     # On a cluster, executors do not inherit this process's environment: pass the fault injection on.
     for name in (failpoints.ENV_VAR, failpoints.KILL_GROUP_ENV, TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV):
         if os.environ.get(name):

@@ -206,6 +206,15 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--client-config", type=_client_setting, action="append", default=[], metavar="KEY=VALUE",
                    help="librdkafka client setting (security etc.); may repeat")
 
+    j = commands.add_parser("jvm-class-archive", help="record a class archive that halves the Spark driver JVM's start",
+                            description="Runs a small Spark job in a JVM of its own and records the classes it "
+                                        "loaded into PATH; give the driver "
+                                        "spark.driver.extraJavaOptions=-XX:SharedArchiveFile=PATH "
+                                        "-XX:+VerifySharedSpaces (printed at the end). Make it again after a "
+                                        "JDK or Spark upgrade: an archive of another JDK or classpath is ignored.")
+    j.add_argument("path", type=Path, help="where to write the archive (about 160 MB)")
+    j.add_argument("--master", default="local[2]", help="the Spark master of the recording job (default: local[2])")
+
     d = commands.add_parser("demo", help="find or start a broker, load, replay a few faults, verify, report")
     d.add_argument("--bootstrap", default=None,
                    help="Kafka bootstrap servers; default: KAFKA_BOOTSTRAP_SERVERS, Docker, or KAFKA_HOME")
@@ -374,6 +383,18 @@ def cmd_transactions(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_jvm_class_archive(args: argparse.Namespace) -> int:
+    from connectors.spark.jvm_class_archive import ClassArchiveError, create, java_options
+
+    try:
+        archive = create(args.path, master=args.master)
+    except ClassArchiveError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        return EXIT_ANOMALY
+    out.print(f"spark.driver.extraJavaOptions={java_options(archive)}", markup=False, highlight=False)
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     template = _template(args)
     options = DemoOptions(
@@ -398,7 +419,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"verify": cmd_verify, "load": cmd_load, "replay": cmd_replay, "demo": cmd_demo,
-            "transactions": cmd_transactions}
+            "transactions": cmd_transactions, "jvm-class-archive": cmd_jvm_class_archive}
 
 
 def _kafka_message(exc: KafkaConnectorError) -> str:
@@ -406,7 +427,7 @@ def _kafka_message(exc: KafkaConnectorError) -> str:
     if "AUTHORIZATION_FAILED" in text.upper() or "NOT AUTHORIZED" in text.upper():
         return (f"permission denied by Kafka: {text}\nThe principal needs Describe and Read on the "
                 "topics it reads, Write and Create on the topics it writes, Describe/Write on the "
-                "transactional ids of a job, and DescribeConfigs on the cluster; pass credentials "
+                "transactional ids of a job (see the README's \"Secured clusters\" for the exact ACLs); pass credentials "
                 "with --client-config (e.g. sasl.username=...).")
     if isinstance(exc, BrokerUnavailableError):
         return f"Kafka did not answer: {text}"
