@@ -81,7 +81,10 @@ RAW_COPY = REPO / "bench" / "raw_copy.py"
 QUIX_COPY = REPO / "bench" / "quix_copy.py"
 #: Holds a sitecustomize that prints the sink's commit-time log lines from Spark's Python workers, and traces processes (--trace).
 PROCESS_HOOKS = REPO / "bench" / "process_hooks"
-ALL_RUNS = ("raw_alo", "raw_eos", "quix_eos", "spark_alo", "spark_eos", "spark_eos_restart", "spark_eos_s3")
+ALL_RUNS = ("raw_alo", "raw_eos", "quix_eos", "spark_alo", "spark_eos", "spark_eos_cds", "spark_eos_restart",
+            "spark_eos_restart_cds", "spark_eos_s3")
+#: Runs whose driver JVM starts from a class archive (connectors/spark/jvm_class_archive.py).
+CLASS_ARCHIVE_RUNS = ("spark_eos_cds", "spark_eos_restart_cds")
 #: Runs that need --state-uri (an object store for the sink's state).
 STATE_URI_RUNS = ("spark_eos_s3",)
 MEMORY_RUN = "spark_eos_memory"  # --memory-check-records: spark_eos on a bigger topic
@@ -881,16 +884,27 @@ def targets(summary: dict[str, dict[str, Any]], comparison: dict[str, Any], max_
     add("cold start to first committed output", f"<= {TARGET_COLD_START_S:.0f} s",
         f"{cold:.1f} s" if cold is not None else "n/a", cold <= TARGET_COLD_START_S if cold is not None else None,
         "spark_eos: process start until read_committed sees output")
-    restart = summary.get("spark_eos_restart", {}).get("restart_first_checkpoint_s")
-    add("restart after SIGKILL to first committed checkpoint", f"<= {TARGET_RESTART_S:.0f} s",
-        f"{restart:.1f} s" if restart is not None else "n/a (spark_eos_restart not run)",
-        restart <= TARGET_RESTART_S if restart is not None else None,
-        "spark_eos_restart: the new process's start until its first micro-batch ends")
-    from_start = eos.get("from_start_rec_s")
+    cold_cds = summary.get("spark_eos_cds", {}).get("cold_start_s")
+    if cold_cds is not None:
+        add("cold start, driver JVM from a class archive", f"<= {TARGET_COLD_START_S:.0f} s", f"{cold_cds:.1f} s",
+            cold_cds <= TARGET_COLD_START_S, "spark_eos_cds (kafka-eos jvm-class-archive)")
+    for config, what in (("spark_eos_restart", ""), ("spark_eos_restart_cds", ", driver JVM from a class archive")):
+        restart = summary.get(config, {}).get("restart_first_checkpoint_s")
+        if restart is None and config.endswith("_cds"):
+            continue
+        add(f"restart after SIGKILL to first committed checkpoint{what}", f"<= {TARGET_RESTART_S:.0f} s",
+            f"{restart:.1f} s" if restart is not None else f"n/a ({config} not run)",
+            restart <= TARGET_RESTART_S if restart is not None else None,
+            f"{config}: the new process's start until its first micro-batch ends")
     wanted = TARGET_FROM_START_FACTOR * ISSUE_11_FROM_START_REC_S
-    add("rec/s from process start", f">= {TARGET_FROM_START_FACTOR:.0f}x {ISSUE_11_FROM_START_REC_S:,} = {wanted:,.0f}",
-        f"{from_start:,.0f}" if from_start else "n/a", from_start >= wanted if from_start else None,
-        "spark_eos; the issue's figure for 1M records of 100 B in batches of 250k (compare like with like)")
+    for config in ("spark_eos", "spark_eos_cds"):
+        from_start = summary.get(config, {}).get("from_start_rec_s")
+        if from_start is None and config.endswith("_cds"):
+            continue
+        add(f"rec/s from process start ({config})",
+            f">= {TARGET_FROM_START_FACTOR:.0f}x {ISSUE_11_FROM_START_REC_S:,} = {wanted:,.0f}",
+            f"{from_start:,.0f}" if from_start else "n/a", from_start >= wanted if from_start else None,
+            "the issue's figure is for 1M records of 100 B in batches of 250k: compare like with like")
     sizes = eos.get("batch_rows") or []
     add("micro-batch size", f">= {TARGET_MIN_BATCH:,} records",
         f"{min(sizes):,}..{max(sizes):,} (max offsets per trigger {max_offsets:,})" if sizes else "n/a",
@@ -1040,6 +1054,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quiet-load", type=float, default=1.0)
     parser.add_argument("--work-dir", default=None, help="checkpoints, logs, metrics (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the work dir and the topics")
+    parser.add_argument("--jvm-class-archive", default=None, metavar="PATH",
+                        help="the driver class archive of the *_cds runs (default: one recorded in the work dir "
+                             "before the runs, unmeasured)")
     parser.add_argument("--keep-env", action="store_true",
                         help="run with this environment as it is (by default PYTHONDONTWRITEBYTECODE is "
                              "dropped, as on a user's machine)")
@@ -1078,6 +1095,10 @@ def _spark_env(base: dict[str, str], trace_file: Path | None = None) -> dict[str
     if trace_file is not None:
         env["KAFKA_EOS_BENCH_TRACE"] = str(trace_file)
     return env
+
+
+def class_archive_path(args: argparse.Namespace, work: Path) -> Path:
+    return Path(args.jvm_class_archive).expanduser() if args.jvm_class_archive else work / "spark-driver.jsa"
 
 
 def state_location(args: argparse.Namespace, stamp: str, tag: str) -> str:
@@ -1133,6 +1154,8 @@ def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp
                 run.command = _spark_command(args, bootstrap, input_topic, output, guarantee, work, tag)
                 if config in STATE_URI_RUNS:
                     run.command += ["--state-dir", state_location(args, stamp, tag)]
+                if config in CLASS_ARCHIVE_RUNS:
+                    run.command += ["--jvm-class-archive", str(class_archive_path(args, work))]
                 # The first repetition of each Spark config is traced with --trace.
                 run.trace_file = work / f"{tag}.trace.jsonl" if args.trace and repetition == 1 else None
                 run.env = _spark_env(base_env, run.trace_file)
@@ -1181,6 +1204,13 @@ def main(argv: list[str] | None = None) -> int:
                 selected.remove("quix_eos")
         runs = build_runs(args, bootstrap, input_topic, stamp, work, memory_topic, selected, quix)
         topics = [input_topic] + ([memory_topic] if memory_topic else []) + [run.output for run in runs.values()]
+        archive = class_archive_path(args, work)
+        if any(run.config in CLASS_ARCHIVE_RUNS for run in runs.values()) and not archive.is_file():
+            from connectors.spark.jvm_class_archive import create
+
+            began = time.monotonic()
+            create(archive, master=args.master)
+            log(f"JVM class archive recorded at {archive} in {time.monotonic() - began:.0f} s (not measured)")
         create_topics(bootstrap, topics, args.partitions)
         load_s = load_input(bootstrap, input_topic, args.records, args.partitions, args.value_bytes)
         log(f"loaded {args.records:,} records into {input_topic} in {load_s:.1f} s")
@@ -1192,7 +1222,7 @@ def main(argv: list[str] | None = None) -> int:
             if i:
                 time.sleep(args.pause_s)
             log(f"{run.name}: {' '.join(run.command[1:3])} ...")
-            if run.config == "spark_eos_restart":
+            if run.config.startswith("spark_eos_restart"):
                 execute_restart(run, bootstrap, args.partitions, work, broker_pid, args.run_timeout_s)
             else:
                 execute(run, bootstrap, args.partitions, work, broker_pid, args.run_timeout_s)
