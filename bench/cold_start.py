@@ -56,9 +56,12 @@ def _role(argv: list[str]) -> str:
     """From the process's command line (the interpreter first)."""
     args = argv[1:]
     if "-m" in args:
-        module = args[args.index("-m") + 1] if args.index("-m") + 1 < len(args) else "?"
+        rest = args[args.index("-m") + 1:]
+        module = rest[0] if rest else "?"
         if module == "pyspark.daemon":
-            return "Python worker daemon (pyspark.daemon)"
+            # Spark starts one daemon per worker module: the tasks' and each planning step's.
+            served = rest[1] if len(rest) > 1 else "pyspark.worker"
+            return f"daemon for {served.rsplit('.', 1)[-1]} (pyspark.daemon {served})"
         return f"{module.rsplit('.', 1)[-1]} ({module})"
     if "-c" in args:
         return "python -c (Spark's check of the Python version)"
@@ -79,8 +82,9 @@ def processes(events: list[dict[str, Any]]) -> list[TracedProcess]:
         if event["event"] == "fork":
             parent = found.get(event["ppid"])
             # Only the daemon's forks run Python; any other fork is about to exec a program.
-            if parent is not None and parent.role.startswith("Python worker daemon"):
-                found[pid] = TracedProcess(pid, "Python worker (forked by the daemon)", event["t"], event["t"],
+            if parent is not None and parent.role.startswith("daemon for"):
+                served = parent.role.split(" ", 3)[2]
+                found[pid] = TracedProcess(pid, f"worker forked by the daemon: {served}", event["t"], event["t"],
                                            forked=True)
             continue
         if process is None:
@@ -146,8 +150,8 @@ def breakdown(events: list[dict[str, Any]], started: float | None = None,
         })
     totals = {group: round(sum(r["imports_ms"].get(group, 0) for r in rows)) for group in GROUPS}
     return {"phases": phases, "processes": rows, "import_ms_totals": totals,
-            "python_processes_started": sum(1 for r in rows if not r["role"].startswith("Python worker (forked")),
-            "python_workers_forked": sum(1 for r in rows if r["role"].startswith("Python worker (forked"))}
+            "python_processes_started": sum(1 for r in rows if not r["role"].startswith("worker forked")),
+            "python_workers_forked": sum(1 for r in rows if r["role"].startswith("worker forked"))}
 
 
 def render(result: dict[str, Any]) -> str:

@@ -431,10 +431,11 @@ def run_environment(keep_env: bool) -> dict[str, str]:
     return env
 
 
-def _quix_env(base: dict[str, str]) -> dict[str, str]:
+def _quix_env(base: dict[str, str] | None = None) -> dict[str, str]:
     """The runs' environment without what would make the Quix venv's Python import the
     project's packages (confluent-kafka 2.16) instead of its own."""
-    return {k: v for k, v in base.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    return {k: v for k, v in (os.environ if base is None else base).items()
+            if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
 
 
 def _quix_version(python: str) -> tuple[str | None, str]:
