@@ -99,9 +99,8 @@ def processes(events: list[dict[str, Any]]) -> list[TracedProcess]:
     return sorted(found.values(), key=lambda p: p.start)
 
 
-def _first_log(procs: list[TracedProcess], text: str) -> float | None:
-    times = [t for p in procs for t, message in p.logs if text in message]
-    return min(times) if times else None
+def _first_log(process: TracedProcess, text: str) -> float | None:
+    return next((t for t, message in process.logs if text in message), None)
 
 
 def breakdown(events: list[dict[str, Any]], started: float | None = None,
@@ -114,9 +113,9 @@ def breakdown(events: list[dict[str, Any]], started: float | None = None,
         return {}
     origin = started if started is not None else procs[0].start
     driver = next((p for p in procs if p.role.startswith("driver")), procs[0])
-    requested = _first_log([driver], "starting the Spark session")
-    session = _first_log([driver], "Spark session ready")
-    query = _first_log([driver], "query started")
+    requested = _first_log(driver, "starting the Spark session")
+    session = _first_log(driver, "Spark session ready")
+    query = _first_log(driver, "query started")
     first = (batches or [None])[0]
 
     def rel(t: float | None) -> float | None:
@@ -138,10 +137,10 @@ def breakdown(events: list[dict[str, Any]], started: float | None = None,
         if first_output_s is not None and first_output_s > first["start_s"]:
             phase("batch 0 start until its output is visible to read_committed", first["start_s"], first_output_s)
     cutoff = origin + first["end_s"] if first else None
+    # Processes started after the first batch are not part of the cold start.
+    kept = [p for p in procs if cutoff is None or p.start <= cutoff]
     rows = []
-    for p in procs:
-        if cutoff is not None and p.start > cutoff:
-            continue  # started after the first batch: not part of the cold start
+    for p in kept:
         rows.append({
             "pid": p.pid, "role": p.role, "start_s": rel(p.start), "last_event_s": rel(p.end),
             "imports_ms": {group: round(p.group_ms(group)) for group in GROUPS if p.group_ms(group)},
@@ -150,8 +149,8 @@ def breakdown(events: list[dict[str, Any]], started: float | None = None,
         })
     totals = {group: round(sum(r["imports_ms"].get(group, 0) for r in rows)) for group in GROUPS}
     return {"phases": phases, "processes": rows, "import_ms_totals": totals,
-            "python_processes_started": sum(1 for r in rows if not r["role"].startswith("worker forked")),
-            "python_workers_forked": sum(1 for r in rows if r["role"].startswith("worker forked"))}
+            "python_processes_started": sum(1 for p in kept if not p.forked),
+            "python_workers_forked": sum(1 for p in kept if p.forked)}
 
 
 def render(result: dict[str, Any]) -> str:

@@ -152,6 +152,22 @@ def _proc_stats() -> dict[int, ProcStat]:
     return stats
 
 
+def process_tree(root: int, stats: dict[int, ProcStat]) -> list[int]:
+    """``root`` and its descendants, and the processes of its session: Spark's Python daemon and
+    its workers may have been re-parented."""
+    children: dict[int, list[int]] = {}
+    for pid, stat in stats.items():
+        children.setdefault(stat.ppid, []).append(pid)
+    found, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats and pid not in found:
+            found.add(pid)
+            todo.extend(children.get(pid, ()))
+    found.update(pid for pid, stat in stats.items() if stat.session == root)
+    return sorted(found)
+
+
 def _cmdline(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -229,17 +245,7 @@ class TreeSampler(threading.Thread):
         self.sample()
 
     def _tree(self, stats: dict[int, ProcStat]) -> list[int]:
-        children: dict[int, list[int]] = {}
-        for pid, stat in stats.items():
-            children.setdefault(stat.ppid, []).append(pid)
-        found, todo = set(), [self.root]
-        while todo:
-            pid = todo.pop()
-            if pid in stats and pid not in found:
-                found.add(pid)
-                todo.extend(children.get(pid, ()))
-        found.update(pid for pid, stat in stats.items() if stat.session == self.root)
-        return sorted(found)
+        return process_tree(self.root, stats)
 
     def label(self, pid: int) -> str:
         return self.labels[pid][1] if pid in self.labels else "?"
@@ -588,21 +594,6 @@ def execute(run: Run, bootstrap: str, partitions: int, work: Path, broker_pid: i
                                                   r.get("cold_start_s"))
 
 
-def _descendants(root: int) -> list[int]:
-    stats = _proc_stats()
-    children: dict[int, list[int]] = {}
-    for pid, stat in stats.items():
-        children.setdefault(stat.ppid, []).append(pid)
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, ()))
-    # Same session too: Spark's Python daemon and its workers may have been re-parented.
-    found += [pid for pid, stat in stats.items() if stat.session == root and pid not in found]
-    return found
-
-
 def execute_restart(run: Run, bootstrap: str, partitions: int, work: Path, broker_pid: int | None,
                     timeout_s: float) -> None:
     """``spark_eos_restart``: the exactly-once job SIGKILLed (the driver, its JVM and every Python
@@ -628,7 +619,7 @@ def execute_restart(run: Run, bootstrap: str, partitions: int, work: Path, broke
         time.sleep(0.05)
     if process.poll() is not None:
         run.results["restart_note"] = f"the first process exited ({process.returncode}) before it was killed"
-    for pid in _descendants(process.pid):
+    for pid in process_tree(process.pid, _proc_stats()):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
