@@ -29,15 +29,13 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from connectors.spark.errors import ClassArchiveError
+
 log = logging.getLogger(__name__)
 
 #: Silence the JVM's notes on classes it cannot archive (signed jars, old class files): they are
 #: printed to stdout by every recording run and say nothing actionable.
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
-
-
-class ClassArchiveError(RuntimeError):
-    pass
 
 
 def java_options(path: str | os.PathLike[str]) -> str:

@@ -42,6 +42,7 @@ from tenacity import (
 
 from connectors.kafka.client_factory import registered_scheme
 from connectors.kafka.errors import KafkaConnectorError, RetriableKafkaError
+from connectors.tools.errors import BrokerUnreachableError, NoBrokerError
 
 log = logging.getLogger(__name__)
 
@@ -75,14 +76,6 @@ NO_BROKER_HELP = (
     "                                        PATH; the kit starts it on 127.0.0.1\n"
     "Tried: {tried}"
 )
-
-
-class NoBrokerError(RuntimeError):
-    """No broker could be found or started; the message says what to provide."""
-
-
-class BrokerUnreachableError(RuntimeError):
-    """Nothing accepts connections at the bootstrap address (after bounded retries)."""
 
 
 @dataclass

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from connectors.tools.errors import JobTemplateError
 from twophase import failpoints
 
 log = logging.getLogger(__name__)
@@ -82,10 +83,6 @@ TRANSACTION_LOST = re.compile(r"TransactionLostError")
 _LOST_RECORDS = re.compile(r"with (\d+) records cannot be committed")
 _FAILPOINT_FIRED = re.compile(r"failpoint (\w+) fired")
 _TASK_FAILURE_INJECTED = re.compile(r"injected task failure")
-
-
-class JobTemplateError(ValueError):
-    """A job command template that cannot be used."""
 
 
 @dataclass(frozen=True)
