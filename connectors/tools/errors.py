@@ -14,6 +14,10 @@ class NoBrokerError(KafkaEosError, RuntimeError):
     """No broker could be found or started; the message says what to provide."""
 
 
+class BrokerStartError(KafkaEosError, RuntimeError):
+    """A broker the tool started (``KAFKA_HOME``) did not come up; the message says why."""
+
+
 class BrokerUnreachableError(KafkaEosError, RuntimeError):
     """Nothing accepts connections at the bootstrap address (after bounded retries)."""
 
