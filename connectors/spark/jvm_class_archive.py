@@ -3,9 +3,8 @@
 A Spark driver JVM spends most of its start reading, verifying and linking tens of thousands of
 classes from Spark's jars, and the first query loads thousands more. The JDK can record the
 classes a JVM loaded into an archive (``-XX:ArchiveClassesAtExit``) and map them from it at the
-next start (``-XX:SharedArchiveFile``). Measured on a 2-core machine (bench/README.md, issue 11),
-this halves the SparkSession start and cuts the first query by a third; it changes nothing else
-the job does.
+next start (``-XX:SharedArchiveFile``), which shortens both the SparkSession start and the first
+query (``bench/README.md`` has the figures); it changes nothing else the job does.
 
 The archive belongs to one JDK and one Spark classpath. A JVM given an archive made by another
 JDK or for another classpath ignores it and starts as usual; so does a JVM whose archive is
