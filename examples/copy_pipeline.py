@@ -9,7 +9,7 @@ Each input value is written to the output with a suffix (``--suffix``), keyed li
 a verifier can match output to input by key. With ``--bounded`` the job stops once it has copied
 everything that was in the input when it started; a restarted job resumes from its checkpoint.
 With ``--hold-until FILE`` it then waits until FILE exists before it exits, so that a fault timed
-by ``kafka-eos replay`` always finds it running (see ``connectors/tools/job_hold.py``).
+by ``kafka-eos replay`` always finds it running (see ``job_hold.py``).
 
 Expected failures (a missing topic, an unreachable broker, a transaction the broker aborted) end
 the job with exit status 1 and one error line naming the error type, e.g. ``TransactionLostError``,
@@ -34,12 +34,13 @@ from connectors.kafka.errors import KafkaConnectorError
 from connectors.kafka.sink import KafkaSink
 from connectors.kafka.source import KafkaSource, KafkaSourceConfig
 from connectors.kafka.writer import ProducerRecord
-from connectors.tools.job_hold import hold_until
 from connectors.tools.job_metrics import CheckpointMetrics
 from twophase import failpoints
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.coordinator import CheckpointConfig, CheckpointCoordinator
 from twophase.pipeline import LocalPipeline
+
+from job_hold import hold_until  # next to this script
 
 log = logging.getLogger("copy_pipeline")
 

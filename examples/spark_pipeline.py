@@ -13,7 +13,7 @@ the protocol, like a host losing power; run it again with the same checkpoint di
 recovers. ``KAFKA_EOS_TASK_FAILURE_RATE`` / ``KAFKA_EOS_TASK_FAILURE_SEED`` fail the first
 attempt of a seeded share of write tasks, which Spark retries. With ``--hold-until FILE`` a
 bounded run waits, once its input is processed, until FILE exists before it exits, so that a fault
-timed by ``kafka-eos replay`` always finds it running (see ``connectors/tools/job_hold.py``).
+timed by ``kafka-eos replay`` always finds it running (see ``job_hold.py``).
 """
 
 from __future__ import annotations
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from connectors.spark import register
     from connectors.spark.writer import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV
-    from connectors.tools.job_hold import hold_until
+    from job_hold import hold_until
 
     builder = (
         SparkSession.builder.master(args.master).appName("kafka-eos-example")

@@ -49,7 +49,8 @@ import pytest
 from connectors.kafka.authorization import source_acls, sink_acls
 from connectors.kafka.client_factory import clients_for
 from connectors.kafka.clients import KafkaClients
-from connectors.tools.broker import NoBrokerError, find_broker
+from connectors.tools.broker import find_broker
+from connectors.tools.errors import NoBrokerError
 from kafka_testkit.acl_admin import AclAdmin
 from kafka_testkit.fake_cluster import FAKE_SCHEME
 

@@ -9,7 +9,8 @@ import pytest
 from state_fixtures import crash_at_every_write, racing_creates
 from twophase import savepoints
 from twophase.checkpoint import CompletedCheckpoint
-from twophase.checkpoint_store import CheckpointExistsError, FileCheckpointStore
+from twophase.checkpoint_store import FileCheckpointStore
+from twophase.errors import CheckpointExistsError
 from twophase.conditional_create import s3_client
 from twophase.state_owner import StateOwner
 from twophase.state_storage import ArrowStateStorage, open_state_storage

@@ -64,6 +64,7 @@ from connectors.kafka.clients import (
     TopicPartition,
     TransactionListing,
 )
+from connectors.kafka.error_table import BROKER_ERROR_NAMES, kafka_error
 
 logger = logging.getLogger(__name__)
 
@@ -97,33 +98,9 @@ OPERATIONS: frozenset[str] = frozenset(
     }
 )
 
-RETRIABLE_ERROR_NAMES: frozenset[str] = frozenset(
-    {
-        "COORDINATOR_LOAD_IN_PROGRESS",
-        "COORDINATOR_NOT_AVAILABLE",
-        "NOT_COORDINATOR",
-        "CONCURRENT_TRANSACTIONS",
-        "REQUEST_TIMED_OUT",
-        "NETWORK_EXCEPTION",
-        "NOT_LEADER_OR_FOLLOWER",
-        "LEADER_NOT_AVAILABLE",
-        "NOT_ENOUGH_REPLICAS",
-    }
-)
-
-_NON_RETRIABLE_ERRORS: dict[str, type[errors.KafkaConnectorError]] = {
-    "PRODUCER_FENCED": errors.ProducerFencedError,
-    "INVALID_PRODUCER_EPOCH": errors.InvalidProducerEpochError,
-    "INVALID_TXN_STATE": errors.InvalidTxnStateError,
-    "TRANSACTIONAL_ID_NOT_FOUND": errors.TransactionalIdNotFoundError,
-    "UNKNOWN_TOPIC_OR_PARTITION": errors.UnknownTopicError,
-    "MESSAGE_TOO_LARGE": errors.RecordTooLargeError,
-    "OFFSET_OUT_OF_RANGE": errors.OffsetOutOfRangeError,
-}
-
-INJECTABLE_ERROR_NAMES: frozenset[str] = (
-    RETRIABLE_ERROR_NAMES | {"BROKER_UNAVAILABLE"} | frozenset(_NON_RETRIABLE_ERRORS)
-)
+#: The Kafka errors inject_errors() accepts: the broker errors of the kit's error table, and
+#: BROKER_UNAVAILABLE (no broker answers).
+INJECTABLE_ERROR_NAMES: frozenset[str] = BROKER_ERROR_NAMES | {"BROKER_UNAVAILABLE"}
 
 _READ_CHUNK = 1000
 
@@ -256,9 +233,7 @@ def _injected_error(error_name: str, operation: str) -> errors.KafkaConnectorErr
     message = f"{error_name} (injected into {operation})"
     if error_name == "BROKER_UNAVAILABLE":
         return errors.BrokerUnavailableError(message, code=error_name)
-    if error_name in RETRIABLE_ERROR_NAMES:
-        return errors.RetriableKafkaError(message, code=error_name)
-    return _NON_RETRIABLE_ERRORS[error_name](message)
+    return kafka_error(error_name, error_name, message)
 
 
 class _Cluster:

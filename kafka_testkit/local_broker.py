@@ -30,13 +30,15 @@ from typing import Mapping
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from connectors.tools.errors import BrokerStartError
+
 log = logging.getLogger(__name__)
 
 _HOST = "127.0.0.1"
 _LOG_TAIL_LINES = 60
 
 
-class LocalBrokerError(RuntimeError):
+class LocalBrokerError(BrokerStartError):
     """The local broker could not be started (the message carries the tail of its log)."""
 
 

@@ -19,9 +19,10 @@ from connectors.kafka.authorization import (
     transactional_id_error,
 )
 from connectors.kafka.config import KafkaSinkConfig
-from connectors.kafka.confluent_clients import _TransactionErrorLog, map_kafka_error
+from connectors.kafka.confluent_producer import _TransactionErrorLog
 from connectors.kafka.errors import KafkaAuthorizationError, TransactionTimeoutRefusedError
 from connectors.kafka.guardrails import check_sink, probe_transactional_id
+from connectors.kafka.librdkafka import map_kafka_error
 from connectors.kafka.transactional_ids import TransactionalIdPool
 from connectors.kafka.txn_control import _map_error_code
 from connectors.spark.failures import kit_error_lines

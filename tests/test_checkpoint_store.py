@@ -3,7 +3,8 @@ import logging
 
 import pytest
 
-from twophase.checkpoint import CompletedCheckpoint, CorruptCheckpointError, FORMAT_VERSION, decode, encode
+from twophase.checkpoint import FORMAT_VERSION, CompletedCheckpoint, decode, encode
+from twophase.errors import CheckpointExistsError, CorruptCheckpointError
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase import savepoints
 
@@ -123,7 +124,6 @@ def test_savepoint_is_self_contained_and_disposable(tmp_path):
 # -- the write-once layout, on a local directory and on pyarrow's in-memory filesystem ----------
 
 from state_fixtures import KINDS, crash_at_every_write, make_storage  # noqa: E402
-from twophase.checkpoint_store import CheckpointExistsError  # noqa: E402
 from twophase.state_owner import StateOwner  # noqa: E402
 
 

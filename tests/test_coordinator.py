@@ -2,11 +2,10 @@ import pytest
 
 from memory_system import ListSource, MemorySink, MemoryTransactionalSystem, StepClock
 from twophase.checkpoint_store import FileCheckpointStore
-from twophase.coordinator import (
+from twophase.coordinator import CheckpointConfig, CheckpointCoordinator
+from twophase.errors import (
     CheckpointAbortedError,
     CheckpointCommitError,
-    CheckpointConfig,
-    CheckpointCoordinator,
     CheckpointFailureError,
     CheckpointTriggerError,
 )

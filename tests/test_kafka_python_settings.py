@@ -11,9 +11,9 @@ import pytest
 from connectors.kafka.kafka_python_settings import (
     OidcClientCredentialsTokenProvider,
     UnsecuredJwtTokenProvider,
-    UnsupportedClientSettingError,
     kafka_python_config,
 )
+from connectors.kafka.errors import UnsupportedClientSettingError
 from connectors.kafka.txn_control import KafkaPythonTransactionControl
 from kafka_testkit.token_endpoint import TokenEndpoint
 

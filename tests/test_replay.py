@@ -14,7 +14,8 @@ import time
 import pytest
 
 from connectors.tools.broker import Broker, find_broker
-from connectors.tools.jobs import JobRun, JobTemplate, JobTemplateError
+from connectors.tools.jobs import JobRun, JobTemplate
+from connectors.tools.errors import JobTemplateError
 from connectors.tools.loader import load_input
 from connectors.tools.replay import FAILED, PASSED, SKIPPED, Replay, ReplayOptions, ScenarioResult, parse_scenarios
 from connectors.tools.report import COLUMNS, table_rows, write_reports

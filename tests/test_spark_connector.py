@@ -246,7 +246,8 @@ def test_unknown_option_lists_the_valid_ones(spark, fake):
 def test_speculation_is_refused_at_registration():
     from types import SimpleNamespace
 
-    from connectors.spark import SpeculationNotSupportedError, register
+    from connectors.spark import register
+    from connectors.spark.errors import SpeculationNotSupportedError
 
     registered = []
     session = SimpleNamespace(conf=SimpleNamespace(get=lambda key, default=None: "true"),

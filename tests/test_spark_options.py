@@ -7,9 +7,10 @@ pytest.importorskip("pyspark")
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructField, StructType  # noqa: E402
 
 from connectors.kafka.clients import TopicPartition  # noqa: E402
-from connectors.spark.options import KafkaEosOptionError, parse_sink_options, parse_source_options  # noqa: E402
+from connectors.spark.options import parse_sink_options, parse_source_options
+from connectors.spark.errors import KafkaEosOptionError, SinkSchemaError
 from connectors.spark.reader import split_ranges  # noqa: E402
-from connectors.spark.schema import SinkSchemaError, check_sink_schema  # noqa: E402
+from connectors.spark.schema import check_sink_schema
 
 BOOT = {"kafka.bootstrap.servers": "localhost:9092"}
 

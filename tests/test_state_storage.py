@@ -14,12 +14,11 @@ from state_fixtures import KINDS, make_storage, racing_creates
 from twophase.conditional_create import ConditionalCreate, azure_account_of
 from twophase.state_storage import (
     ArrowStateStorage,
-    ConditionalCreateUnsupportedError,
     LocalStateStorage,
-    UnsupportedStateLocationError,
     canonical_location,
     open_state_storage,
 )
+from twophase.errors import ConditionalCreateUnsupportedError, UnsupportedStateLocationError
 
 
 @pytest.fixture(params=KINDS)

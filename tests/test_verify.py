@@ -9,7 +9,8 @@ import pytest
 from kafka_testkit.fake_cluster import FakeKafkaClients
 from connectors.tools import verify as verify_module
 from connectors.tools.loader import load_input
-from connectors.tools.verify import IdFieldError, IdSpec, IdSpecError, TopicNotFoundError, verify
+from connectors.tools.verify import IdSpec, verify
+from connectors.tools.errors import IdFieldError, IdSpecError, TopicNotFoundError
 from kafka_fixtures import produce_committed
 
 N = 300

@@ -1,5 +1,6 @@
 """The protocol core: checkpoint coordinator, completed-checkpoint store, savepoints,
-two-phase-commit contracts and failpoints. No Kafka and no Spark in here.
+two-phase-commit contracts and failpoints, and the root of the kit's errors
+(:class:`~twophase.errors.KafkaEosError`). No Kafka and no Spark in here.
 
 The names below are resolved on first use (PEP 562): every Python process Spark starts for the
 kit imports ``twophase.errors`` or ``twophase.failpoints``, and most of them need nothing else, so
@@ -13,12 +14,13 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "CompletedCheckpoint": "twophase.checkpoint",
     "FileCheckpointStore": "twophase.checkpoint_store",
-    "CheckpointAbortedError": "twophase.coordinator",
-    "CheckpointCommitError": "twophase.coordinator",
+    "CheckpointAbortedError": "twophase.errors",
+    "CheckpointCommitError": "twophase.errors",
     "CheckpointConfig": "twophase.coordinator",
     "CheckpointCoordinator": "twophase.coordinator",
-    "CheckpointFailureError": "twophase.coordinator",
-    "CheckpointTriggerError": "twophase.coordinator",
+    "CheckpointFailureError": "twophase.errors",
+    "CheckpointTriggerError": "twophase.errors",
+    "KafkaEosError": "twophase.errors",
     "CheckpointParticipant": "twophase.participants",
     "ResettableSource": "twophase.participants",
     "RestoredState": "twophase.participants",
@@ -48,13 +50,13 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from twophase.checkpoint import CompletedCheckpoint
     from twophase.checkpoint_store import FileCheckpointStore
-    from twophase.coordinator import (
+    from twophase.coordinator import CheckpointConfig, CheckpointCoordinator
+    from twophase.errors import (
         CheckpointAbortedError,
         CheckpointCommitError,
-        CheckpointConfig,
-        CheckpointCoordinator,
         CheckpointFailureError,
         CheckpointTriggerError,
+        KafkaEosError,
     )
     from twophase.participants import CheckpointParticipant, ResettableSource, RestoredState, TwoPhaseCommitSink
     from twophase.pipeline import LocalPipeline, PipelineResult

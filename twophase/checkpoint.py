@@ -7,13 +7,11 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
+from twophase.errors import CorruptCheckpointError
+
 FORMAT_VERSION = 1
 
 JsonValue = Any  # whatever json.dumps accepts: the participants' states must be JSON-serializable
-
-
-class CorruptCheckpointError(ValueError):
-    """A ``_metadata`` file that is truncated, tampered with, or of an unknown format version."""
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from twophase.checkpoint import CompletedCheckpoint, CorruptCheckpointError, decode, encode
+from twophase.checkpoint import CompletedCheckpoint, decode, encode
+from twophase.errors import CheckpointExistsError, CorruptCheckpointError
 from twophase.state_owner import OWNER_FILE, StateOwner, decode_owner, encode_owner
 from twophase.state_storage import StateStorage, open_state_storage
 
@@ -43,11 +44,6 @@ RESERVED_MARKER = "_reserved"
 #: Written by versions before the write-once layout; read (never written) so their ids go on.
 LEGACY_COUNTER_FILE = "_checkpoint_counter"
 _CHECKPOINT_KEY = re.compile(r"^chk-(\d+)/(.+)$")
-
-
-class CheckpointExistsError(FileExistsError):
-    """Checkpoint ``id`` is already stored: another writer (a second or zombie driver of the same
-    job) stored it first. What it stored stays; this writer must not commit."""
 
 
 def validate_retained(retained_checkpoints: int) -> None:

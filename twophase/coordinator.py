@@ -24,47 +24,18 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 
 from twophase import failpoints, savepoints
 from twophase.checkpoint import CompletedCheckpoint, JsonValue
-from twophase.errors import UnrecoverableCommitError
+from twophase.errors import (
+    CheckpointAbortedError,
+    CheckpointCommitError,
+    CheckpointFailureError,
+    CheckpointTriggerError,
+    UnrecoverableCommitError,
+)
 from twophase.checkpoint_store import FileCheckpointStore, ensure_writable_directory, validate_retained
 from twophase.participants import CheckpointParticipant, RestoredState
 from twophase.stats import CheckpointStats, CheckpointStatus
 
 log = logging.getLogger(__name__)
-
-
-class CheckpointTriggerError(RuntimeError):
-    """A checkpoint could not be triggered now (too many in flight, id not increasing, stopped)."""
-
-
-class CheckpointAbortedError(RuntimeError):
-    """A pending checkpoint was aborted (a participant declined, failed, or timed out).
-
-    What its sinks pre-committed is aborted too, so the job must rewind to the last completed
-    checkpoint before going on: the in-process pipeline does that by restoring."""
-
-    def __init__(self, checkpoint_id: int, cause: str) -> None:
-        super().__init__(f"checkpoint {checkpoint_id} aborted: {cause}")
-        self.checkpoint_id = checkpoint_id
-        self.cause = cause
-
-
-class CheckpointFailureError(RuntimeError):
-    """More consecutive checkpoint failures than ``tolerable_failed_checkpoints``: fail the job."""
-
-
-class CheckpointCommitError(RuntimeError):
-    """A stored checkpoint's commit could not be confirmed after bounded retries.
-
-    Nothing is lost: the checkpoint stays in the store unmarked, and restoring from it commits its
-    transactions again."""
-
-    def __init__(self, checkpoint_id: int, participant: str, cause: BaseException) -> None:
-        super().__init__(
-            f"checkpoint {checkpoint_id} is stored but participant {participant!r} could not "
-            f"commit it: {cause!r}; restore to commit it again"
-        )
-        self.checkpoint_id = checkpoint_id
-        self.participant = participant
 
 
 def _at_least(name: str, value: float | int | None, minimum: float, *, strict: bool, unit: str = "") -> None:

@@ -1,8 +1,86 @@
-"""Errors the protocol core knows about, whatever the external system."""
+"""The kit's error root, and the errors of the protocol core, whatever the external system.
+
+Every exception the kit raises to its users derives from :class:`KafkaEosError`, so an application
+can tell the kit's failures from its own with one ``except``. Each package keeps its errors in its
+own ``errors.py`` (``connectors.kafka.errors``, ``connectors.spark.errors``,
+``connectors.tools.errors``); this module imports nothing, so every process may import it.
+
+Errors that used to be plain Python exceptions keep that base too (``ValueError`` for bad input,
+``RuntimeError`` for a state the kit refuses), so code written against the old bases still catches
+them.
+"""
 
 from __future__ import annotations
 
 
-class UnrecoverableCommitError(Exception):
+class KafkaEosError(Exception):
+    """The root of every error the kit raises to its users."""
+
+
+class UnrecoverableCommitError(KafkaEosError):
     """A commit that no retry can make succeed (the transaction is gone). The coordinator does
     not retry notifications that fail with it; it surfaces at once."""
+
+
+class CheckpointTriggerError(KafkaEosError, RuntimeError):
+    """A checkpoint could not be triggered now (too many in flight, id not increasing, stopped)."""
+
+
+class CheckpointAbortedError(KafkaEosError, RuntimeError):
+    """A pending checkpoint was aborted (a participant declined, failed, or timed out).
+
+    What its sinks pre-committed is aborted too, so the job must rewind to the last completed
+    checkpoint before going on: the in-process pipeline does that by restoring."""
+
+    def __init__(self, checkpoint_id: int, cause: str) -> None:
+        super().__init__(f"checkpoint {checkpoint_id} aborted: {cause}")
+        self.checkpoint_id = checkpoint_id
+        self.cause = cause
+
+
+class CheckpointFailureError(KafkaEosError, RuntimeError):
+    """More consecutive checkpoint failures than ``tolerable_failed_checkpoints``: fail the job."""
+
+
+class CheckpointCommitError(KafkaEosError, RuntimeError):
+    """A stored checkpoint's commit could not be confirmed after bounded retries.
+
+    Nothing is lost: the checkpoint stays in the store unmarked, and restoring from it commits its
+    transactions again."""
+
+    def __init__(self, checkpoint_id: int, participant: str, cause: BaseException) -> None:
+        super().__init__(
+            f"checkpoint {checkpoint_id} is stored but participant {participant!r} could not "
+            f"commit it: {cause!r}; restore to commit it again"
+        )
+        self.checkpoint_id = checkpoint_id
+        self.participant = participant
+
+
+class CheckpointExistsError(KafkaEosError, FileExistsError):
+    """Checkpoint ``id`` is already stored: another writer (a second or zombie driver of the same
+    job) stored it first. What it stored stays; this writer must not commit."""
+
+
+class CorruptCheckpointError(KafkaEosError, ValueError):
+    """A ``_metadata`` file that is truncated, tampered with, or of an unknown format version."""
+
+
+class CorruptOwnerError(KafkaEosError, ValueError):
+    """An ``_owner`` record that is not a valid document of a known format version."""
+
+
+class UnsupportedStateLocationError(KafkaEosError, ValueError):
+    """A state location whose scheme the kit cannot open; the message names what would work."""
+
+
+class ConditionalCreateUnsupportedError(KafkaEosError, RuntimeError):
+    """The storage accepted a second create of an existing key: it ignores ``If-None-Match``."""
+
+
+class FailpointCrash(KafkaEosError, RuntimeError):
+    """Raised by a failpoint with the ``raise`` action: a simulated crash at that point."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"failpoint {name!r} fired")
+        self.name = name

@@ -32,6 +32,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from twophase.errors import FailpointCrash
+
 log = logging.getLogger(__name__)
 
 ENV_VAR = "KAFKA_EOS_FAILPOINTS"
@@ -58,14 +60,6 @@ ALL = (
 ACTIONS = ("raise", "exit", "sleep(MS)")
 
 _ENTRY = re.compile(r"^(?P<name>[a-z_]+):(?P<action>raise|exit|sleep\((?P<ms>\d+)\))(?:@(?P<hit>\d+))?$")
-
-
-class FailpointCrash(RuntimeError):
-    """Raised by a failpoint with the ``raise`` action: a simulated crash at that point."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"failpoint {name!r} fired")
-        self.name = name
 
 
 @dataclass(frozen=True)

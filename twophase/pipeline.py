@@ -13,11 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from twophase.coordinator import (
-    CheckpointAbortedError,
-    CheckpointCommitError,
-    CheckpointCoordinator,
-)
+from twophase.coordinator import CheckpointCoordinator
+from twophase.errors import CheckpointAbortedError, CheckpointCommitError
 from twophase.participants import ResettableSource, TwoPhaseCommitSink
 
 log = logging.getLogger(__name__)

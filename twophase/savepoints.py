@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import os
 
-from twophase.checkpoint import CompletedCheckpoint, CorruptCheckpointError, decode, encode
+from twophase.checkpoint import CompletedCheckpoint, decode, encode
+from twophase.errors import CorruptCheckpointError
 from twophase.checkpoint_store import COMMITTED_MARKER, METADATA_FILE
 from twophase.state_storage import open_state_storage
 

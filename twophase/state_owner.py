@@ -11,12 +11,10 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
+from twophase.errors import CorruptOwnerError
+
 OWNER_FILE = "_owner"
 FORMAT_VERSION = 1
-
-
-class CorruptOwnerError(ValueError):
-    """An ``_owner`` record that is not a valid document of a known format version."""
 
 
 @dataclass(frozen=True)

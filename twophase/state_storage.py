@@ -38,6 +38,7 @@ from urllib.parse import urlparse
 import pyarrow.fs as pafs
 
 from twophase.conditional_create import ConditionalCreate, ReadOnly, conditional_create_for
+from twophase.errors import ConditionalCreateUnsupportedError, UnsupportedStateLocationError
 
 log = logging.getLogger(__name__)
 
@@ -57,14 +58,6 @@ SUPPORTED_LOCATIONS = (
 )
 _TEMP_SUFFIX = ".tmp"
 _PROBE_PREFIX = "_write-probe-"
-
-
-class UnsupportedStateLocationError(ValueError):
-    """A state location whose scheme the kit cannot open; the message names what would work."""
-
-
-class ConditionalCreateUnsupportedError(RuntimeError):
-    """The storage accepted a second create of an existing key: it ignores ``If-None-Match``."""
 
 
 def _is_temp(name: str) -> bool:

@@ -3,7 +3,7 @@
 A list of ``host:port`` gets the real clients (``confluent_clients.RealKafkaClients``). An address
 ``<scheme>://<rest>`` whose scheme is registered under the entry-point group
 ``pyspark_kafka_eos.kafka_clients`` gets that implementation, built from ``<rest>``: the kit's
-embedded test cluster registers ``fake-kafka`` from ``kafka_testkit``. The registry keeps the
+embedded test cluster registers ``fake-kafka`` from the test kit. The registry keeps the
 product packages free of test doubles while Spark's Python workers, which only see option strings,
 still find the cluster a test chose.
 """

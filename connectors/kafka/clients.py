@@ -4,7 +4,7 @@ The source and the sink speak only to these small typed interfaces; this module 
 imports no implementation. ``client_factory.clients_for`` picks the implementation for a bootstrap
 address: ``confluent_clients.RealKafkaClients`` (librdkafka for the data path, kafka-python in
 ``txn_control.py`` for the transaction control plane that librdkafka lacks), or one registered for
-an address scheme, such as the test cluster of ``kafka_testkit`` (``fake-kafka://<file>``).
+an address scheme, such as the kit's embedded test cluster (``fake-kafka://<file>``).
 
 Errors crossing the seam are the types of ``errors.py``, never a client library's own.
 """
@@ -12,7 +12,7 @@ Errors crossing the seam are the types of ``errors.py``, never a client library'
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Literal, Mapping, Protocol, Sequence
+from typing import Iterable, Iterator, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
 from connectors.kafka.errors import KafkaConnectorError
 
@@ -257,3 +257,14 @@ class KafkaClients(Protocol):
     def admin(self) -> ClusterAdmin: ...
 
     def txn_control(self) -> TransactionControl: ...
+
+
+@runtime_checkable
+class SimulatedCluster(KafkaClients, Protocol):
+    """Clients of an embedded test cluster registered for an address scheme, which can also
+    simulate a broker outage: the ``kafka-eos`` demo and replay take its broker down and back."""
+
+    #: The cluster's state file.
+    path: str
+
+    def set_available(self, available: bool) -> None: ...

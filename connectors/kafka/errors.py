@@ -1,16 +1,16 @@
-"""Errors raised by the Kafka connectors.
+"""Errors raised by the Kafka connectors, all under :class:`KafkaConnectorError`.
 
 The client seam (``clients.py``) translates librdkafka, kafka-python and fake-cluster errors into
-these types, so the source and the sink decide what is retriable and what is lost in one place,
-whatever client sits behind the seam.
+these types (through the one table of ``kafka_error_table.py``), so the source and the sink decide
+what is retriable and what is lost in one place, whatever client sits behind the seam.
 """
 
 from __future__ import annotations
 
-from twophase.errors import UnrecoverableCommitError
+from twophase.errors import KafkaEosError, UnrecoverableCommitError
 
 
-class KafkaConnectorError(Exception):
+class KafkaConnectorError(KafkaEosError):
     """Base class of every error raised by ``connectors.kafka``."""
 
 
@@ -99,6 +99,14 @@ class RecordTooLargeError(KafkaConnectorError):
 
 class OffsetOutOfRangeError(KafkaConnectorError):
     """Requested offsets are no longer (or not yet) in the partition's log."""
+
+
+class UnsupportedClientSettingError(KafkaConnectorError, ValueError):
+    """A ``kafka.*`` option that the transaction control plane (kafka-python) cannot honour."""
+
+
+class DataLossError(KafkaConnectorError, RuntimeError):
+    """Offsets a checkpoint asks for are gone (retention or compaction) and failOnDataLoss is on."""
 
 
 class TransactionLostError(KafkaConnectorError, UnrecoverableCommitError):

@@ -35,7 +35,7 @@ from typing import Any, Mapping
 
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
-from connectors.kafka.errors import KafkaConnectorError
+from connectors.kafka.errors import KafkaConnectorError, UnsupportedClientSettingError
 
 log = logging.getLogger(__name__)
 
@@ -94,10 +94,6 @@ _UNSUPPORTED = {
 }
 
 _OAUTHBEARER = "OAUTHBEARER"
-
-
-class UnsupportedClientSettingError(KafkaConnectorError, ValueError):
-    """A ``kafka.*`` option that the transaction control plane (kafka-python) cannot honour."""
 
 
 def kafka_python_config(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -2,20 +2,21 @@
 
 A write task needs a producer of its transactional id that is initialised (FindCoordinator, then
 InitProducerId, which fences every earlier producer of the id and aborts its open transaction) and
-in a transaction. Measured on real Kafka 4.0 (``bench/task_clients.py``): creating and
-initialising a producer costs a task about 100 ms, a ready one about 10 ms. The pool starts that
-work in the background when a task starts, so the round trips overlap with computing the task's
-first rows (reading them from Kafka, for a copy), instead of following it.
+in a transaction. Creating and initialising a producer costs a task several round trips to the
+brokers; using a ready one costs next to nothing (``bench/README.md`` has the figures). The pool
+starts that work in the background when a task starts, so the round trips overlap with computing
+the task's first rows (reading them from Kafka, for a copy), instead of following it.
 
 Flink's pool goes further and recycles a producer for a later checkpoint. Here that does not pay,
-measured and argued in ``design/exactly-once-protocol.md``:
+as argued in ``design/exactly-once-protocol.md``:
 
 - a producer's transaction is ended by the driver's EndTxn, from another process; librdkafka
   cannot re-initialise a handle (``init_transactions`` is allowed once), and a handle that still
   believes its transaction open cannot begin another. A recycled producer would be a new one;
 - preparing the next batch's producer in the worker that ran a slot pays off only if that worker
-  runs the same slot next time: measured 53 % of the time with two Python workers, less with more
-  executors. Each miss costs an InitProducerId that the task's real producer then fences.
+  runs the same slot next time, which Spark does not arrange and which gets rarer the more
+  executors a query has. Each miss costs an InitProducerId that the task's real producer then
+  fences.
 """
 
 from __future__ import annotations

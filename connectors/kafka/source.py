@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 
 from connectors.kafka.clients import ClusterAdmin, ConsumedRecord, KafkaClients, RecordReader, TopicPartition
 from connectors.kafka.client_factory import clients_for
-from connectors.kafka.errors import UnknownTopicError
+from connectors.kafka.errors import DataLossError, UnknownTopicError
 from twophase.participants import ResettableSource
 
 log = logging.getLogger(__name__)
@@ -26,10 +26,6 @@ Offsets = dict[str, dict[str, int]]
 # Spark's special values in per-partition JSON offsets.
 EARLIEST = -2
 LATEST = -1
-
-
-class DataLossError(RuntimeError):
-    """Offsets a checkpoint asks for are gone (retention or compaction) and failOnDataLoss is on."""
 
 
 def to_offsets(positions: Mapping[TopicPartition, int]) -> Offsets:

@@ -5,7 +5,7 @@ commit needs more: the driver commits (EndTxn) transactions that executor proces
 then left, and recovery finds (ListTransactions, DescribeTransactions) transactions a crash left
 open. kafka-python's protocol classes and admin plumbing provide both. This module and
 ``kafka_python_settings.py`` (the connection settings) are the only ones that import kafka-python;
-everything it raises is a type of ``errors.py``.
+everything it raises is a type of ``errors.py``, through the one table of ``error_table.py``.
 
 Nothing here retries: each call makes one attempt and maps what went wrong. Retrying transient
 errors (``RetriableKafkaError``) is the caller's decision.
@@ -29,43 +29,24 @@ from kafka.admin import KafkaAdminClient
 from kafka.protocol.metadata import CoordinatorType
 from kafka.protocol.producer.transaction import EndTxnRequest
 
-from connectors.kafka.authorization import AUTHORIZATION_ERROR_NAMES, Denied, transactional_id_error
+from connectors.kafka.authorization import Denied, transactional_id_error
 from connectors.kafka.clients import OpenTransaction, ProducerIdentity, TopicPartition, TransactionListing
+from connectors.kafka.error_table import kafka_error
 from connectors.kafka.errors import (
     BrokerUnavailableError,
-    InvalidProducerEpochError,
-    InvalidTxnStateError,
     KafkaAuthorizationError,
     KafkaConnectorError,
-    ProducerFencedError,
     RetriableKafkaError,
-    TransactionalIdNotFoundError,
 )
 from connectors.kafka.kafka_python_settings import kafka_python_config
 
 log = logging.getLogger(__name__)
 
-# Kafka error codes (org.apache.kafka.common.protocol.Errors).
+# Kafka error codes (org.apache.kafka.common.protocol.Errors) this module acts on; what each one
+# becomes is the table's (``error_table.py``).
 _NONE = 0
-_REQUEST_TIMED_OUT = 7
-_COORDINATOR_LOAD_IN_PROGRESS = 14
 _COORDINATOR_NOT_AVAILABLE = 15
 _NOT_COORDINATOR = 16
-_INVALID_PRODUCER_EPOCH = 47
-_INVALID_TXN_STATE = 48
-_INVALID_PRODUCER_ID_MAPPING = 49
-_CONCURRENT_TRANSACTIONS = 51
-_PRODUCER_FENCED = 90
-_TRANSACTIONAL_ID_NOT_FOUND = 105
-
-_RETRIABLE_CODES = frozenset(
-    {
-        _COORDINATOR_LOAD_IN_PROGRESS,
-        _COORDINATOR_NOT_AVAILABLE,
-        _NOT_COORDINATOR,
-        _CONCURRENT_TRANSACTIONS,
-    }
-)
 # The coordinator cached for the transactional id is wrong (moved, or its broker is gone).
 _STALE_COORDINATOR_CODES = frozenset({_NOT_COORDINATOR, _COORDINATOR_NOT_AVAILABLE})
 
@@ -91,22 +72,8 @@ def _error_name(code: int) -> str:
 
 def _map_error_code(code: int, context: str, denied: Denied | None = None) -> KafkaConnectorError:
     name = _error_name(code)
-    message = f"{context}: {name} (error {code})"
-    if code in AUTHORIZATION_ERROR_NAMES and denied is not None:
-        return denied(AUTHORIZATION_ERROR_NAMES[code])
-    if code == _PRODUCER_FENCED:
-        return ProducerFencedError(message)
-    if code == _INVALID_PRODUCER_EPOCH:
-        return InvalidProducerEpochError(message)
-    if code == _INVALID_TXN_STATE:
-        return InvalidTxnStateError(message)
-    if code in (_INVALID_PRODUCER_ID_MAPPING, _TRANSACTIONAL_ID_NOT_FOUND):
-        return TransactionalIdNotFoundError(message)
-    if code == _REQUEST_TIMED_OUT:
-        return BrokerUnavailableError(message, code=name)
-    if code in _RETRIABLE_CODES or getattr(kafka_errors.for_code(code), "retriable", False):
-        return RetriableKafkaError(message, code=name)
-    return KafkaConnectorError(message)
+    return kafka_error(code, name, f"{context}: {name} (error {code})",
+                       retriable=getattr(kafka_errors.for_code(code), "retriable", False), denied=denied)
 
 
 def _map_exception(exc: Exception, context: str, denied: Denied | None = None) -> KafkaConnectorError:

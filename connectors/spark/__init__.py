@@ -10,10 +10,7 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 
 from connectors.spark.datasource import FORMAT, KafkaEosDataSource
-
-
-class SpeculationNotSupportedError(RuntimeError):
-    pass
+from connectors.spark.errors import SpeculationNotSupportedError
 
 
 def register(spark: SparkSession) -> None:

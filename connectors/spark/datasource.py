@@ -16,7 +16,7 @@ FORMAT = "kafka-eos"
 # Spark starts a Python process of its own for each planning step (creating the source, planning a
 # read, running the streaming source and the sink's commits), and each one unpickles this class.
 # The imports are therefore made where a step needs them: a process that only asks for the schema
-# does not load the reader, the sink, Kafka clients or pyarrow (issue 11, bench/README.md).
+# does not load the reader, the sink, Kafka clients or pyarrow (tests/test_import_footprint.py).
 class KafkaEosDataSource(DataSource):
     @classmethod
     def name(cls) -> str:

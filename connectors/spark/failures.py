@@ -19,8 +19,29 @@ from __future__ import annotations
 
 import re
 
+# Every package's errors, so that the root's subclasses below are all defined.
+import connectors.kafka.errors  # noqa: F401
+import connectors.spark.errors  # noqa: F401
+import connectors.tools.errors  # noqa: F401
+from twophase.errors import KafkaEosError
+
 # How Python prints an exception's last line: its qualified class name, then its message.
-_KIT_ERROR = re.compile(r"^(?:connectors|twophase)(?:\.\w+)+\.(?P<name>\w*(?:Error|Exception)): (?P<message>.+)$")
+_EXCEPTION_LINE = re.compile(r"^(?P<name>[\w.]+): (?P<message>.+)$")
+
+
+def _kit_error_names() -> frozenset[str]:
+    """The names the kit's errors are printed with: each subclass of the root, by its qualified
+    and by its bare name."""
+    names: set[str] = set()
+    pending: list[type[BaseException]] = [KafkaEosError]
+    while pending:
+        error_type = pending.pop()
+        names.update((f"{error_type.__module__}.{error_type.__qualname__}", error_type.__name__))
+        pending.extend(error_type.__subclasses__())
+    return frozenset(names)
+
+
+_KIT_ERROR_NAMES = _kit_error_names()
 
 
 def kit_error_lines(error: BaseException | str) -> list[str]:
@@ -30,8 +51,8 @@ def kit_error_lines(error: BaseException | str) -> list[str]:
     found: list[str] = []
     for text in texts:
         for line in text.splitlines():
-            match = _KIT_ERROR.match(line.strip())
-            if match is not None and match["message"] not in found:
+            match = _EXCEPTION_LINE.match(line.strip())
+            if match is not None and match["name"] in _KIT_ERROR_NAMES and match["message"] not in found:
                 found.append(match["message"])
     return found
 
@@ -42,8 +63,8 @@ def _texts(error: BaseException) -> list[str]:
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if type(current).__module__.startswith(("connectors.", "twophase.")):
-            texts.append(f"{type(current).__module__}.{type(current).__name__}: {current}")
+        if isinstance(current, KafkaEosError):
+            texts.append(f"{type(current).__module__}.{type(current).__qualname__}: {current}")
         texts.append(str(current))
         current = current.__cause__ or current.__context__
     return texts

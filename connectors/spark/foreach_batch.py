@@ -32,7 +32,8 @@ from typing import Callable
 from pyspark.sql import DataFrame
 
 from connectors.spark.datasource import FORMAT
-from connectors.spark.options import KafkaEosOptionError, parse_sink_options
+from connectors.spark.options import parse_sink_options
+from connectors.spark.errors import KafkaEosOptionError
 from twophase.checkpoint_store import FileCheckpointStore
 
 log = logging.getLogger(__name__)

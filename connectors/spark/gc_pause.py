@@ -2,14 +2,13 @@
 
 A task allocates a few objects per record (librdkafka messages, timestamp tuples, column lists),
 none of them in reference cycles, so reference counting frees them all. The cyclic collector
-still runs every few hundred allocations and walks every young object each time: measured on the
-source's read loop, that is a third of its time. Pausing it for the task (and collecting once
-at the end) keeps memory the same and the time without it.
+still runs every few hundred allocations and walks every young object each time, a large share
+of the source's read loop (``bench/README.md``). Pausing it for the task (and collecting once at
+the end) keeps memory the same and the time without it.
 
 Spark's reused Python workers also run a full ``gc.collect()`` after every task
-(``pyspark/daemon.py``), which walks every object of pyspark, pyarrow and the Kafka clients: 50 ms
-on a quiet machine, several times that on a busy one, for each task. The first task to end in a
-worker therefore collects once and freezes what is left (``gc.freeze``): that long-lived heap is
+(``pyspark/daemon.py``), which walks every object of pyspark, pyarrow and the Kafka clients, for
+each task. The first task to end in a worker therefore collects once and freezes what is left (``gc.freeze``): that long-lived heap is
 never walked again, and the collection after each task only sees what the task left behind.
 """
 

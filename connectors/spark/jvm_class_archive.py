@@ -3,9 +3,8 @@
 A Spark driver JVM spends most of its start reading, verifying and linking tens of thousands of
 classes from Spark's jars, and the first query loads thousands more. The JDK can record the
 classes a JVM loaded into an archive (``-XX:ArchiveClassesAtExit``) and map them from it at the
-next start (``-XX:SharedArchiveFile``). Measured on a 2-core machine (bench/README.md, issue 11),
-this halves the SparkSession start and cuts the first query by a third; it changes nothing else
-the job does.
+next start (``-XX:SharedArchiveFile``), which shortens both the SparkSession start and the first
+query (``bench/README.md`` has the figures); it changes nothing else the job does.
 
 The archive belongs to one JDK and one Spark classpath. A JVM given an archive made by another
 JDK or for another classpath ignores it and starts as usual; so does a JVM whose archive is
@@ -29,15 +28,13 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from connectors.spark.errors import ClassArchiveError
+
 log = logging.getLogger(__name__)
 
 #: Silence the JVM's notes on classes it cannot archive (signed jars, old class files): they are
 #: printed to stdout by every recording run and say nothing actionable.
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
-
-
-class ClassArchiveError(RuntimeError):
-    pass
 
 
 def java_options(path: str | os.PathLike[str]) -> str:

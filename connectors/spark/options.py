@@ -21,9 +21,10 @@ from connectors.kafka.config import (
     KafkaSinkConfig,
     default_transactional_id_prefix,
 )
-from connectors.kafka.source import KafkaSourceConfig
-from connectors.kafka.source import parse_offsets_json as _parse_offsets_json
-from twophase.state_storage import UnsupportedStateLocationError, canonical_location
+from connectors.kafka.source import KafkaSourceConfig, parse_offsets_json as _parse_offsets_json
+from connectors.spark.errors import KafkaEosOptionError
+from twophase.state_storage import canonical_location
+from twophase.errors import UnsupportedStateLocationError
 
 # Spark's own options that reach a data source; never ours to refuse.
 _SPARK_INTERNAL = {"checkpointlocation", "path", "queryname"}
@@ -40,10 +41,6 @@ SINK_OPTIONS = (
     "eos.adoptExistingQuery", "eos.checkpointId", "eos.queryId",
 )
 STATE_DIR_NAME = "kafka-eos"
-
-
-class KafkaEosOptionError(ValueError):
-    """An option is missing, unknown or malformed. The message names it and its valid values."""
 
 
 def parse_offsets_json(value: str, option: str) -> dict[TopicPartition, int]:

@@ -16,16 +16,13 @@ import json
 import logging
 from dataclasses import dataclass
 
+from connectors.spark.errors import QueryCheckpointError
 from twophase.state_storage import open_state_storage
 
 log = logging.getLogger(__name__)
 
 METADATA_FILE = "metadata"
 COMMIT_LOG = "commits"
-
-
-class QueryCheckpointError(RuntimeError):
-    """Spark's checkpoint folder does not hold what every started query has there."""
 
 
 @dataclass(frozen=True)

@@ -23,14 +23,8 @@ from pyspark.sql.streaming.datasource import (
 
 from connectors.kafka.clients import KafkaClients, RecordReader, TopicPartition
 from connectors.kafka.client_factory import clients_for
-from connectors.kafka.errors import OffsetOutOfRangeError
-from connectors.kafka.source import (
-    DataLossError,
-    KafkaOffsetPlanner,
-    from_offsets,
-    plan_ranges,
-    to_offsets,
-)
+from connectors.kafka.errors import DataLossError, OffsetOutOfRangeError
+from connectors.kafka.source import KafkaOffsetPlanner, from_offsets, plan_ranges, to_offsets
 from connectors.spark.gc_pause import gc_paused
 from connectors.spark.options import SourceOptions
 from connectors.spark.arrow_batches import batches_to_arrow

@@ -17,6 +17,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from connectors.spark.errors import SinkSchemaError
+
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
 
@@ -34,11 +36,6 @@ def source_schema(include_headers: bool) -> StructType:
     if include_headers:
         fields.append(StructField("headers", HEADERS_TYPE))
     return StructType(fields)
-
-
-class SinkSchemaError(ValueError):
-    """The DataFrame written to the sink lacks a column or has one of the wrong type
-    (Spark's Kafka sink raises an AnalysisException for the same cases)."""
 
 
 _TEXT = (StringType, BinaryType)

@@ -25,6 +25,7 @@ import logging
 import threading
 import time
 
+from connectors.spark.errors import ForeignStateError, LostStateError
 from connectors.spark.options import SinkOptions
 from connectors.spark.query_checkpoint import COMMIT_LOG, read_query_checkpoint
 from twophase.checkpoint_store import FileCheckpointStore
@@ -38,14 +39,6 @@ ADOPT_OPTION = "eos.adoptExistingQuery"
 
 _verified: set[tuple[str, str, str | None]] = set()
 _verified_lock = threading.Lock()
-
-
-class ForeignStateError(RuntimeError):
-    """The state directory belongs to another query (or to batch writes)."""
-
-
-class LostStateError(RuntimeError):
-    """The query committed batches that its state directory knows nothing of."""
 
 
 def guard_sink_state(options: SinkOptions) -> None:

@@ -7,12 +7,17 @@
 2. ``KAFKA_BOOTSTRAP_SERVERS``: a running cluster; nothing is started or stopped;
 3. a Docker engine that answers: an ``apache/kafka`` container (KRaft, single node) started with
    testcontainers (image overridable with ``KAFKA_EOS_IMAGE``);
-4. ``KAFKA_HOME``: a Kafka 4.x distribution started by the kit's ``LocalKafkaBroker`` on loopback
-   ports.
+4. ``KAFKA_HOME``: a Kafka 4.x distribution started on loopback ports by the launcher registered
+   under the entry-point group ``pyspark_kafka_eos.kafka_launchers`` (the kit's test kit registers
+   one).
 
 When none is available it raises :class:`NoBrokerError` saying exactly what to provide.
 ``kafka-eos demo`` (and only it) then falls back to :func:`embedded_broker`, the kit's embedded
 test cluster, loudly labelled with :data:`SIMULATED_NOTICE`.
+
+The embedded cluster and the launcher are test doubles, kept out of the product packages: both are
+found through entry points (the first through the client registry of ``client_factory.py``), as
+Spark's Python workers find the embedded cluster, so this module imports neither.
 
 A broker the tool started can be restarted by ``replay`` (the broker-restart scenario) when its
 launcher supports a restart that keeps data and ports; a fake cluster is "restarted" by making it
@@ -27,6 +32,7 @@ import re
 import socket
 import time
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from types import TracebackType
 from typing import Callable, Mapping, TypeVar
 
@@ -40,14 +46,21 @@ from tenacity import (
     wait_exponential,
 )
 
-from connectors.kafka.client_factory import registered_scheme
+from connectors.kafka.client_factory import clients_for, registered_scheme
+from connectors.kafka.clients import SimulatedCluster
 from connectors.kafka.errors import KafkaConnectorError, RetriableKafkaError
+from connectors.tools.errors import BrokerStartError, BrokerUnreachableError, NoBrokerError
 
 log = logging.getLogger(__name__)
 
 DEFAULT_IMAGE = "apache/kafka:4.0.0"
-#: The client scheme of the kit's embedded test cluster (kafka_testkit).
+#: The client scheme of the kit's embedded test cluster.
 _FAKE = "fake-kafka"
+#: Entry points that start a Kafka distribution on this machine: ``kafka-home`` is called with
+#: ``(kafka_home, work_dir, extra_config=...)`` and returns a launcher with ``start()`` (returning
+#: the bootstrap address), ``stop()``, ``pid`` and, optionally, ``restart(downtime_s=...)``; a start
+#: that fails raises ``BrokerStartError``.
+LAUNCHER_GROUP = "pyspark_kafka_eos.kafka_launchers"
 #: The broker aborts timed-out transactions only every this many ms (Kafka's default is 10 s).
 #: Brokers the tool starts check every second, so the transaction-timeout scenario is quick.
 TXN_CLEANUP_INTERVAL_KEY = "transaction.abort.timed.out.transaction.cleanup.interval.ms"
@@ -75,14 +88,6 @@ NO_BROKER_HELP = (
     "                                        PATH; the kit starts it on 127.0.0.1\n"
     "Tried: {tried}"
 )
-
-
-class NoBrokerError(RuntimeError):
-    """No broker could be found or started; the message says what to provide."""
-
-
-class BrokerUnreachableError(RuntimeError):
-    """Nothing accepts connections at the bootstrap address (after bounded retries)."""
 
 
 @dataclass
@@ -208,10 +213,19 @@ def check_reachable(bootstrap: str, *, attempts: int = 4, connect_timeout_s: flo
 
 # -- discovery -----------------------------------------------------------------------------------
 
-def _fake_broker(bootstrap: str) -> Broker:
-    from kafka_testkit.fake_cluster import FAKE_SCHEME, FakeKafkaClients
+def _simulated_cluster(bootstrap: str) -> SimulatedCluster:
+    """The embedded cluster at a ``fake-kafka://<file>`` address, from the client registry."""
+    if registered_scheme(bootstrap) != _FAKE:
+        raise NoBrokerError(f"no embedded test cluster is installed to serve {bootstrap!r} (the client "
+                            f"scheme {_FAKE!r} is not registered). {REAL_BROKER_HELP}")
+    cluster = clients_for(bootstrap)
+    if not isinstance(cluster, SimulatedCluster):
+        raise NoBrokerError(f"the clients registered for {_FAKE!r} cannot simulate a broker outage")
+    return cluster
 
-    fake = FakeKafkaClients(bootstrap[len(FAKE_SCHEME):])
+
+def _fake_broker(bootstrap: str) -> Broker:
+    fake = _simulated_cluster(bootstrap)
 
     def outage(downtime_s: float) -> None:
         fake.set_available(False)
@@ -229,9 +243,7 @@ def embedded_broker(path: str | os.PathLike[str]) -> Broker:
     broker is available. Unlike a ``fake-kafka://`` address given by name, where the replay
     simulates a broker outage, it offers no restart: with no broker to restart, that scenario
     would show nothing about one."""
-    from kafka_testkit.fake_cluster import FakeKafkaClients
-
-    fake = FakeKafkaClients(path)
+    fake = _simulated_cluster(f"{_FAKE}://{os.path.abspath(os.fspath(path))}")
     log.info("no Kafka broker found: using the embedded cluster %s", fake.path)
     return Broker(fake.bootstrap_servers, f"embedded test cluster {fake.path}", owned=True,
                   restart_unavailable=EMBEDDED_NO_RESTART, txn_cleanup_interval_ms=0, simulated=True)
@@ -300,16 +312,19 @@ def _container_broker(image: str) -> Broker:
 
 
 def _local_broker(kafka_home: str, work_dir: str | None) -> Broker:
-    from kafka_testkit.local_broker import LocalKafkaBroker
-
-    broker = LocalKafkaBroker(kafka_home, work_dir,
-                              extra_config={TXN_CLEANUP_INTERVAL_KEY: str(OWN_BROKER_TXN_CLEANUP_MS)})
+    launchers = entry_points(group=LAUNCHER_GROUP, name="kafka-home")
+    if not launchers:
+        raise BrokerStartError(f"no launcher of a Kafka distribution is installed (entry point 'kafka-home' "
+                               f"of {LAUNCHER_GROUP})")
+    launcher = next(iter(launchers))
+    broker = launcher.load()(kafka_home, work_dir,
+                             extra_config={TXN_CLEANUP_INTERVAL_KEY: str(OWN_BROKER_TXN_CLEANUP_MS)})
     bootstrap = broker.start()
     restart = getattr(broker, "restart", None)
     return Broker(
-        bootstrap, f"Kafka at KAFKA_HOME={kafka_home} (LocalKafkaBroker, pid {broker.pid})", owned=True,
+        bootstrap, f"Kafka at KAFKA_HOME={kafka_home} ({launcher.value}, pid {broker.pid})", owned=True,
         restart=(lambda downtime_s: restart(downtime_s=downtime_s)) if restart else None,
-        restart_unavailable=None if restart else "this version of LocalKafkaBroker cannot restart a broker",
+        restart_unavailable=None if restart else f"the launcher {launcher.value} cannot restart a broker",
         txn_cleanup_interval_ms=OWN_BROKER_TXN_CLEANUP_MS, _stop=broker.stop,
     )
 
@@ -341,11 +356,9 @@ def find_broker(explicit: str | None = None, *, environ: Mapping[str, str] | Non
     else:
         tried.append("no Docker engine answered")
     if kafka_home:
-        from kafka_testkit.local_broker import LocalBrokerError
-
         try:
             return _local_broker(kafka_home, work_dir)
-        except LocalBrokerError as exc:
+        except BrokerStartError as exc:
             tried.append(f"KAFKA_HOME={kafka_home} did not start: {str(exc).splitlines()[0]}")
     else:
         tried.append("KAFKA_HOME is not set")

@@ -29,29 +29,23 @@ from rich.text import Text
 
 from connectors.kafka.client_factory import clients_for
 from connectors.kafka.errors import BrokerUnavailableError, KafkaConnectorError, UnknownTopicError
-from connectors.tools.broker import (
-    REAL_BROKER_HELP,
-    SIMULATED_NOTICE,
+from connectors.tools.broker import REAL_BROKER_HELP, SIMULATED_NOTICE, check_reachable, find_broker
+from connectors.tools.errors import (
     BrokerUnreachableError,
+    IdFieldError,
+    IdSpecError,
+    JobTemplateError,
     NoBrokerError,
-    check_reachable,
-    find_broker,
+    TopicNotFoundError,
+    UsageError,
 )
 from connectors.tools.demo import DemoOptions, demo_broker, run_demo
-from connectors.tools.jobs import ENGINES, JobTemplate, JobTemplateError
+from connectors.tools.jobs import ENGINES, JobTemplate
 from connectors.tools.loader import load_input
 from connectors.tools.replay import DEMO_SCENARIOS, Replay, ReplayOptions, ReplayResult, parse_scenarios
 from connectors.tools.report import COLUMNS, ReportFiles, table_rows, write_reports
 from connectors.tools.transactions import sink_footprint
-from connectors.tools.verify import (
-    IdFieldError,
-    IdSpec,
-    IdSpecError,
-    ProgressCallback,
-    TopicNotFoundError,
-    VerifyReport,
-    verify,
-)
+from connectors.tools.verify import IdSpec, ProgressCallback, VerifyReport, verify
 
 log = logging.getLogger("kafka-eos")
 
@@ -60,10 +54,6 @@ EXIT_OK, EXIT_ANOMALY, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # Wide when not a terminal (CI logs, files): the report table would be folded into 80 columns.
 out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 200, log_path=False)
-
-
-class UsageError(Exception):
-    """An expected problem with the user's input or environment: message, exit status 2."""
 
 
 # -- argument types ------------------------------------------------------------------------------
@@ -384,7 +374,8 @@ def cmd_transactions(args: argparse.Namespace) -> int:
 
 
 def cmd_jvm_class_archive(args: argparse.Namespace) -> int:
-    from connectors.spark.jvm_class_archive import ClassArchiveError, create, java_options
+    from connectors.spark.jvm_class_archive import create, java_options
+    from connectors.spark.errors import ClassArchiveError
 
     try:
         archive = create(args.path, master=args.master)

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from connectors.kafka.client_factory import clients_for
-from connectors.tools.broker import Broker, NoBrokerError, check_reachable, embedded_broker, find_broker
+from connectors.tools.broker import Broker, check_reachable, embedded_broker, find_broker
+from connectors.tools.errors import NoBrokerError
 from connectors.tools.jobs import JobTemplate
 from connectors.tools.loader import load_input
 from connectors.tools.replay import DEMO_SCENARIOS, Replay, ReplayOptions, ReplayResult

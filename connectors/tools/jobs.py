@@ -14,9 +14,10 @@ through ``KAFKA_EOS_TASK_FAILURE_RATE`` / ``KAFKA_EOS_TASK_FAILURE_SEED``. The k
 take ``--transaction-timeout-ms``, ``--checkpoint-timeout-ms`` and ``--restart-budget-ms``.
 ``{metrics_file}`` is optional: without it there are no latency plots for the job.
 ``{hold_file}`` is optional too: a job that takes it waits, once its input is processed, until
-that file exists before it exits (:mod:`connectors.tools.job_hold`), which is what lets the
-replay land its timed faults (kill -9, broker restart) on a running job by construction. A job
-without it may finish before such a fault, which the replay then reports as inconclusive.
+that file exists before it exits (as the kit's examples do, ``examples/job_hold.py``), which is
+what lets the replay land its timed faults (kill -9, broker restart) on a running job by
+construction. A job without it may finish before such a fault, which the replay then reports as
+inconclusive.
 
 Each run starts in a new session (its own process group), so ``kill -9`` reaches the job and
 every process it spawned (a Spark driver's JVM), and nothing else.
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from connectors.tools.errors import JobTemplateError
 from twophase import failpoints
 
 log = logging.getLogger(__name__)
@@ -82,10 +84,6 @@ TRANSACTION_LOST = re.compile(r"TransactionLostError")
 _LOST_RECORDS = re.compile(r"with (\d+) records cannot be committed")
 _FAILPOINT_FIRED = re.compile(r"failpoint (\w+) fired")
 _TASK_FAILURE_INJECTED = re.compile(r"injected task failure")
-
-
-class JobTemplateError(ValueError):
-    """A job command template that cannot be used."""
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ with the clock:
 - ``kill9`` and ``broker_restart`` are timed, at a seeded fraction of the baseline's duration after
   its first committed checkpoint, counted from the faulted run's own first committed checkpoint
   (start-up varies too much between runs to time faults from process start). The kit's examples
-  then take a hold file (``{hold_file}``, see :mod:`connectors.tools.job_hold`): once their input
+  then take a hold file (``{hold_file}``, see ``examples/job_hold.py``): once their input
   is processed they wait for it, and the replay creates it only after the fault was delivered,
   so a fast run cannot finish before the fault. The report notes a kill that came after the last
   commit;

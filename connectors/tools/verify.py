@@ -48,6 +48,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 from connectors.kafka.clients import ConsumedRecord, KafkaClients, TopicPartition
 from connectors.kafka.errors import UnknownTopicError
 from connectors.tools.broker import is_transient, retry_transient
+from connectors.tools.errors import IdFieldError, IdSpecError, TopicNotFoundError
 
 log = logging.getLogger(__name__)
 
@@ -59,18 +60,6 @@ _BATCH = 10_000
 _READ_ATTEMPTS = 3
 # SQLite's page cache, negative = KiB: what bounds memory however large the topics are.
 _CACHE_KIB = 64 * 1024
-
-
-class IdSpecError(ValueError):
-    """An ``--id-field`` value that is not ``key``, ``json:<field>`` or ``header:<name>``."""
-
-
-class IdFieldError(ValueError):
-    """The input's records carry no id where the id spec says (so nothing can be matched)."""
-
-
-class TopicNotFoundError(ValueError):
-    """A topic to verify does not exist."""
 
 
 class _MissingId(Exception):

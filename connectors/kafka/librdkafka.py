@@ -1,0 +1,61 @@
+"""What every librdkafka (confluent-kafka) handle of the kit shares: its base configuration, where
+its log lines go, and how its errors become the connector's, through the one table of
+``error_table.py``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+
+from connectors.kafka.authorization import Denied
+from connectors.kafka.error_table import error_type, kafka_error
+from connectors.kafka.errors import KafkaConnectorError
+
+#: librdkafka's own log lines (configuration warnings, broker state) go through Python logging
+#: rather than straight to stderr, so applications control them like any other library's.
+LIBRDKAFKA_LOG = logging.getLogger("connectors.kafka.librdkafka")
+
+
+def base_config(bootstrap_servers: str) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap_servers, "logger": LIBRDKAFKA_LOG}
+
+
+def _table_key(err: KafkaError) -> int | str:
+    # librdkafka's positive codes are Kafka's; its negative ones are local errors, known by name.
+    code = err.code()
+    return code if code >= 0 else err.name()
+
+
+def error_type_of(err: KafkaError) -> type[KafkaConnectorError] | None:
+    """The connector error type a librdkafka error becomes; None where the table has none."""
+    return error_type(_table_key(err))
+
+
+def map_kafka_error(err: KafkaError | None, context: str, denied: Denied | None = None) -> KafkaConnectorError:
+    """Translate a librdkafka error into the connector's error types. ``context`` says what was
+    being done (and for whom), so the message stands on its own in a log; ``denied`` says what a
+    refused request needed, when the caller knows (the principal, the operation, the resource)."""
+    if err is None:
+        return KafkaConnectorError(f"{context}: unknown Kafka error")
+    return kafka_error(_table_key(err), err.name(), f"{context}: {err.name()}: {err.str()}",
+                       retriable=err.retriable() and not err.fatal(), denied=denied)
+
+
+def map_exception(exc: KafkaException, context: str, denied: Denied | None = None) -> KafkaConnectorError:
+    err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    mapped = map_kafka_error(err, context, denied)
+    mapped.__cause__ = exc
+    return mapped
+
+
+def kafka_exception_in(exc: BaseException | None) -> KafkaException | None:
+    """The KafkaException an exception was raised from, if any (cause/context chain)."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, KafkaException):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None

@@ -1,0 +1,36 @@
+"""Errors raised by the Spark adapters: bad options, a wrong DataFrame, state that is not the
+query's. Each names what to change."""
+
+from __future__ import annotations
+
+from twophase.errors import KafkaEosError
+
+
+class KafkaEosOptionError(KafkaEosError, ValueError):
+    """An option is missing, unknown or malformed. The message names it and its valid values."""
+
+
+class SinkSchemaError(KafkaEosError, ValueError):
+    """The DataFrame written to the sink lacks a column or has one of the wrong type
+    (Spark's Kafka sink raises an AnalysisException for the same cases)."""
+
+
+class SpeculationNotSupportedError(KafkaEosError, RuntimeError):
+    """``spark.speculation`` is on: concurrent attempts of a write task would fence each other's
+    Kafka transactions."""
+
+
+class ForeignStateError(KafkaEosError, RuntimeError):
+    """The state directory belongs to another query (or to batch writes)."""
+
+
+class LostStateError(KafkaEosError, RuntimeError):
+    """The query committed batches that its state directory knows nothing of."""
+
+
+class QueryCheckpointError(KafkaEosError, RuntimeError):
+    """Spark's checkpoint folder does not hold what every started query has there."""
+
+
+class ClassArchiveError(KafkaEosError, RuntimeError):
+    """The driver JVM's class-data-sharing archive could not be recorded."""

@@ -1,0 +1,38 @@
+"""Errors of the ``kafka-eos`` command-line tools: each is an expected problem with the user's
+input or environment, which the CLI prints as one message with exit status 2."""
+
+from __future__ import annotations
+
+from twophase.errors import KafkaEosError
+
+
+class UsageError(KafkaEosError):
+    """An expected problem with the user's input or environment: message, exit status 2."""
+
+
+class NoBrokerError(KafkaEosError, RuntimeError):
+    """No broker could be found or started; the message says what to provide."""
+
+
+class BrokerStartError(KafkaEosError, RuntimeError):
+    """A broker the tool started (``KAFKA_HOME``) did not come up; the message says why."""
+
+
+class BrokerUnreachableError(KafkaEosError, RuntimeError):
+    """Nothing accepts connections at the bootstrap address (after bounded retries)."""
+
+
+class JobTemplateError(KafkaEosError, ValueError):
+    """A job command template that cannot be used."""
+
+
+class IdSpecError(KafkaEosError, ValueError):
+    """An ``--id-field`` value that is not ``key``, ``json:<field>`` or ``header:<name>``."""
+
+
+class IdFieldError(KafkaEosError, ValueError):
+    """The input's records carry no id where the id spec says (so nothing can be matched)."""
+
+
+class TopicNotFoundError(KafkaEosError, ValueError):
+    """A topic to verify does not exist."""
