@@ -12,6 +12,7 @@ created topic in metadata, a read range to complete, room in the producer queue)
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import json
 import logging
@@ -94,6 +95,9 @@ _OUT_OF_RANGE_CODES = frozenset({KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUT
 _UNAVAILABLE_CODES = frozenset(
     {
         KafkaError._TRANSPORT,
+        # A request in flight to a node that left the cluster's metadata (it went down): another
+        # node serves its partitions once the cluster has moved them.
+        KafkaError._DESTROY_BROKER,
         KafkaError._ALL_BROKERS_DOWN,
         KafkaError._TIMED_OUT,
         KafkaError._MSG_TIMED_OUT,
@@ -1013,22 +1017,35 @@ class ConfluentClusterAdmin:
         return self._broker_configs.get(name)
 
     def _describe_broker_configs(self) -> dict[str, str | None]:
+        # Any live broker will do: every broker of a cluster has the limits that matter here. All
+        # are asked at once and the first answer wins, because the metadata still names a node for
+        # a few seconds after it went down, and a request to it waits for the whole timeout.
         admin = self._client()
         try:
-            brokers = admin.list_topics(timeout=_ADMIN_TIMEOUT_S).brokers
+            brokers = sorted(admin.list_topics(timeout=_ADMIN_TIMEOUT_S).brokers)
         except KafkaException as exc:
             raise _map_exception(exc, "admin: cluster metadata") from exc
         if not brokers:
             raise BrokerUnavailableError("admin: cluster metadata lists no broker")
-        resource = ConfigResource(ResourceType.BROKER, str(min(brokers)))
-        future = admin.describe_configs([resource], request_timeout=_ADMIN_TIMEOUT_S)[resource]
-        try:
-            entries = future.result()
-        except KafkaException as exc:
-            raise _map_exception(exc, f"admin: describe configs of broker {min(brokers)}",
-                                 self._denied(("DESCRIBE_CONFIGS",), CLUSTER, CLUSTER_NAME,
-                                              f"reading the configuration of broker {min(brokers)}")) from exc
-        return {entry_name: entry.value for entry_name, entry in entries.items()}
+        resources = {ConfigResource(ResourceType.BROKER, str(broker)): broker for broker in brokers}
+        futures = admin.describe_configs(list(resources), request_timeout=_ADMIN_TIMEOUT_S)
+        by_future = {future: resources[resource] for resource, future in futures.items()}
+        failures: list[str] = []
+        for future in concurrent.futures.as_completed(by_future):
+            broker = by_future[future]
+            try:
+                entries = future.result()
+            except KafkaException as exc:
+                mapped = _map_exception(exc, f"admin: describe configs of broker {broker}",
+                                        self._denied(("DESCRIBE_CONFIGS",), CLUSTER, CLUSTER_NAME,
+                                                     f"reading the configuration of broker {broker}"))
+                if not isinstance(mapped, RetriableKafkaError):
+                    raise mapped from exc
+                failures.append(str(mapped))
+                continue
+            return {entry_name: entry.value for entry_name, entry in entries.items()}
+        raise BrokerUnavailableError(f"admin: describe configs: no broker of {brokers} answered: "
+                                     + "; ".join(failures), code="BROKER_NOT_AVAILABLE")
 
     def commit_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
         if not offsets:

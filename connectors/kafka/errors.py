@@ -29,6 +29,20 @@ class BrokerUnavailableError(RetriableKafkaError):
     """No broker answered within the client's timeout."""
 
 
+class KafkaUnreachableError(KafkaConnectorError):
+    """Kafka did not serve a request within the retry bounds of a running query (a cluster that
+    lost its quorum or in-sync replicas, or is unreachable), after every transient error had been
+    retried. The message is one line naming what was unreachable, the bound, and the last error.
+    Not retriable: its retries are spent."""
+
+    def __init__(self, message: str, *, what: str, code: str | None = None) -> None:
+        super().__init__(message)
+        #: What was being done, e.g. ``describing topic input``.
+        self.what = what
+        #: Kafka's (or librdkafka's) name of the last error.
+        self.code = code
+
+
 class ProducerFencedError(KafkaConnectorError):
     """A newer producer initialised the same transactional id (PRODUCER_FENCED, error 90).
 
