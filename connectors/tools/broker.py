@@ -100,6 +100,12 @@ class Broker:
     txn_cleanup_interval_ms: int | None = None
     #: True for the kit's embedded test cluster (``fake-kafka://``): no Kafka broker at all.
     simulated: bool = False
+    #: ``bounce(node_id, downtime_s)``: SIGKILL one node of a multi-node cluster, keep it down for
+    #: ``downtime_s``, start it again and wait until the cluster is back in sync; None when not
+    #: possible (``bounce_unavailable`` says why). ``nodes`` are the node ids it takes.
+    bounce: Callable[[int, float], None] | None = None
+    nodes: tuple[int, ...] = ()
+    bounce_unavailable: str | None = "a rolling restart needs a cluster of 3+ nodes started by this tool (--cluster)"
     _stop: Callable[[], None] | None = field(default=None, repr=False)
 
     def stop(self) -> None:
@@ -312,6 +318,30 @@ def _local_broker(kafka_home: str, work_dir: str | None) -> Broker:
         restart_unavailable=None if restart else "this version of LocalKafkaBroker cannot restart a broker",
         txn_cleanup_interval_ms=OWN_BROKER_TXN_CLEANUP_MS, _stop=broker.stop,
     )
+
+
+def cluster_broker(*, environ: Mapping[str, str] | None = None, work_dir: str | None = None) -> Broker:
+    """A 3-node cluster (``kafka_testkit.local_cluster.find_cluster``): an external one from
+    ``KAFKA_EOS_CLUSTER_BOOTSTRAP_SERVERS`` (not bounced), else three nodes started from
+    ``KAFKA_HOME``, which ``bounce`` restarts one at a time. NoBrokerError if neither."""
+    from kafka_testkit.local_cluster import NoClusterError, find_cluster
+
+    try:
+        cluster = find_cluster(work_dir, environ=environ)
+    except NoClusterError as exc:
+        raise NoBrokerError(str(exc)) from None
+    local = cluster.local
+    if local is None:
+        return Broker(cluster.bootstrap_servers, cluster.origin, owned=False,
+                      restart_unavailable=cluster.skip_reason, bounce_unavailable=cluster.skip_reason)
+
+    def bounce(node_id: int, downtime_s: float) -> None:
+        local.bounce(node_id, downtime_s)
+        local.wait_until_healthy()
+
+    return Broker(cluster.bootstrap_servers, cluster.origin, owned=True,
+                  restart_unavailable="a cluster's nodes restart one at a time (scenario rolling_restart)",
+                  bounce=bounce, nodes=tuple(local.nodes), bounce_unavailable=None, _stop=cluster.stop)
 
 
 def find_broker(explicit: str | None = None, *, environ: Mapping[str, str] | None = None,
