@@ -83,7 +83,7 @@ class _ClusterNode(LocalKafkaBroker):
                  start_timeout_s: float) -> None:
         config = {**REPLICATION_CONFIG, "node.id": str(node_id), **extra_config}
         super().__init__(kafka_home, work_dir, extra_config=config, heap_opts=heap_opts,
-                         start_timeout_s=start_timeout_s)
+                         start_timeout_s=start_timeout_s, stop_grace_s=10.0)
         self.node_id = node_id
         self.ports = ports
         self._voters = voters
@@ -252,8 +252,12 @@ class LocalKafkaCluster:
 
     def stop(self) -> None:
         """Stop every node this object started (by PID); idempotent."""
+        # All at once: a node stopped last would wait in vain for a controller quorum to shut down
+        # cleanly. The storage is thrown away, so a node that does not stop in its grace is killed.
         for node in self.nodes.values():
-            # A SIGKILLed node's process is already gone; the others get a clean shutdown.
+            if node.running and node.pid is not None:
+                os.kill(node.pid, signal.SIGTERM)
+        for node in self.nodes.values():
             node.stop()
         self.nodes = {}
         if self._own_work_dir:

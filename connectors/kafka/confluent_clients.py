@@ -132,6 +132,10 @@ _IDENTITY_WAIT_S = 5.0
 _POLL_EVERY = 1000
 _QUEUE_FULL_WAIT_S = 60.0
 _ADMIN_TIMEOUT_S = 30.0
+# Reads a query makes at every batch (metadata, offsets, configs). A request queued for a node that
+# went down waits out its whole timeout even after the cluster moved its partitions, so these are
+# short and retried by the caller (broker_retry.py) with a new client.
+_READ_TIMEOUT_S = 10.0
 
 
 def map_kafka_error(err: KafkaError | None, context: str, denied: Denied | None = None) -> KafkaConnectorError:
@@ -896,7 +900,7 @@ class ConfluentClusterAdmin:
 
     def list_topics(self) -> list[str]:
         try:
-            metadata = self._client().list_topics(timeout=_ADMIN_TIMEOUT_S)
+            metadata = self._client().list_topics(timeout=_READ_TIMEOUT_S)
         except KafkaException as exc:
             raise _map_exception(exc, "admin: list topics") from exc
         return sorted(name for name in metadata.topics if name not in _INTERNAL_TOPICS)
@@ -904,7 +908,7 @@ class ConfluentClusterAdmin:
     def partitions(self, topic: str) -> list[int]:
         # DescribeTopics, not a metadata request for the topic: the latter may auto-create it.
         future = self._client().describe_topics(
-            TopicCollection([topic]), request_timeout=_ADMIN_TIMEOUT_S
+            TopicCollection([topic]), request_timeout=_READ_TIMEOUT_S
         )[topic]
         try:
             description = future.result()
@@ -981,6 +985,12 @@ class ConfluentClusterAdmin:
             missing = [tp for tp, offset in result.items() if offset < 0]
             if missing:
                 result.update(self._list_offsets(missing, _CkOffsetSpec.latest(), read_committed))
+        # librdkafka reports a partition whose leader just went down as a success with offset -1001
+        # (OFFSET_INVALID) now and then: never hand that on as a position.
+        invalid = sorted(str(tp) for tp, offset in result.items() if offset < 0)
+        if invalid:
+            raise RetriableKafkaError(f"admin: list offsets of {', '.join(invalid)}: no valid offset (a leader "
+                                      "moving?)", code="LEADER_NOT_AVAILABLE")
         return result
 
     def _list_offsets(
@@ -990,7 +1000,7 @@ class ConfluentClusterAdmin:
         request = {_CkTopicPartition(tp.topic, tp.partition): ck_spec for tp in parts}
         try:
             futures = self._client().list_offsets(
-                request, isolation_level=isolation, request_timeout=_ADMIN_TIMEOUT_S
+                request, isolation_level=isolation, request_timeout=_READ_TIMEOUT_S
             )
         except KafkaException as exc:
             raise _map_exception(exc, "admin: list offsets") from exc
@@ -1022,14 +1032,16 @@ class ConfluentClusterAdmin:
         # a few seconds after it went down, and a request to it waits for the whole timeout.
         admin = self._client()
         try:
-            brokers = sorted(admin.list_topics(timeout=_ADMIN_TIMEOUT_S).brokers)
+            brokers = sorted(admin.list_topics(timeout=_READ_TIMEOUT_S).brokers)
         except KafkaException as exc:
             raise _map_exception(exc, "admin: cluster metadata") from exc
         if not brokers:
             raise BrokerUnavailableError("admin: cluster metadata lists no broker")
-        resources = {ConfigResource(ResourceType.BROKER, str(broker)): broker for broker in brokers}
-        futures = admin.describe_configs(list(resources), request_timeout=_ADMIN_TIMEOUT_S)
-        by_future = {future: resources[resource] for resource, future in futures.items()}
+        # librdkafka takes one BROKER resource per call: one call per broker, all in flight at once.
+        by_future = {}
+        for broker in brokers:
+            resource = ConfigResource(ResourceType.BROKER, str(broker))
+            by_future[admin.describe_configs([resource], request_timeout=_READ_TIMEOUT_S)[resource]] = broker
         failures: list[str] = []
         for future in concurrent.futures.as_completed(by_future):
             broker = by_future[future]
