@@ -58,7 +58,8 @@ def test_a_cluster_away_longer_than_the_bound_fails_with_one_line_naming_the_req
     assert "describing topic in" in message
     assert "failed 5 time(s)" in message
     assert "eos.brokerRetryTimeoutMs=60000" in message and "fetchOffset.numRetries=4" in message
-    assert isinstance(failed.value.__cause__, BrokerUnavailableError)
+    assert isinstance(failed.value.last_error, BrokerUnavailableError)
+    assert failed.value.__cause__ is None and failed.value.__suppress_context__
     fake.set_available(True)
     source.close()
 

@@ -92,11 +92,13 @@ class BrokerRetryPolicy:
             if self.max_retries is not None:
                 bound += f", fetchOffset.numRetries={self.max_retries}"
             last_line = (str(last).splitlines() or [type(last).__name__])[0]
+            # Without the chain: the last error is in this one's message, and a query's failure
+            # should show one line, not the same outage twice.
             raise KafkaUnreachableError(
                 f"Kafka unreachable: {what} failed {attempts} time(s) over {elapsed:.1f} s ({bound}); "
                 f"last error: {last_line}",
-                what=what, code=last.code,
-            ) from last
+                what=what, code=last.code, last_error=last,
+            ) from None
 
 
 def _log_retry(what: str, state: RetryCallState) -> None:

@@ -35,12 +35,15 @@ class KafkaUnreachableError(KafkaConnectorError):
     retried. The message is one line naming what was unreachable, the bound, and the last error.
     Not retriable: its retries are spent."""
 
-    def __init__(self, message: str, *, what: str, code: str | None = None) -> None:
+    def __init__(self, message: str, *, what: str, code: str | None = None,
+                 last_error: Exception | None = None) -> None:
         super().__init__(message)
         #: What was being done, e.g. ``describing topic input``.
         self.what = what
         #: Kafka's (or librdkafka's) name of the last error.
         self.code = code
+        #: The last transient error, whose message ends this one's.
+        self.last_error = last_error
 
 
 class ProducerFencedError(KafkaConnectorError):
