@@ -29,11 +29,12 @@ class BrokerUnavailableError(RetriableKafkaError):
     """No broker answered within the client's timeout."""
 
 
-class KafkaUnreachableError(KafkaConnectorError):
+class KafkaUnreachableError(BrokerUnavailableError):
     """Kafka did not serve a request within the retry bounds of a running query (a cluster that
     lost its quorum or in-sync replicas, or is unreachable), after every transient error had been
     retried. The message is one line naming what was unreachable, the bound, and the last error.
-    Not retriable: its retries are spent."""
+    Still a transient condition (a later batch or a restart may find the cluster back), but this
+    request's retries are spent."""
 
     def __init__(self, message: str, *, what: str, code: str | None = None,
                  last_error: Exception | None = None) -> None:
