@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import random
 import re
 import signal
@@ -161,8 +162,13 @@ class WatchedJob:
     def start(self) -> "WatchedJob":
         self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                         env=spark_job_environment(self.env), start_new_session=True)
+        self._queue: queue.Queue[Fired | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read, name="job-stderr", daemon=True)
+        # Faults run on a thread of their own: the reader keeps draining stderr meanwhile, so a
+        # full pipe never stalls the job.
+        self._faults = threading.Thread(target=self._deliver, name="job-faults", daemon=True)
         self._reader.start()
+        self._faults.start()
         return self
 
     def _read(self) -> None:
@@ -174,12 +180,18 @@ class WatchedJob:
                 continue
             fired = Fired(match["name"], int(match["hit"]), int(match["pid"]), line.strip())
             self.fired.append(fired)
-            if self.on_fired is not None:
-                try:
-                    self.on_fired(fired)
-                except Exception as exc:
-                    log.exception("fault on %s failed", fired.line)
-                    self.callback_errors.append(f"{fired.line}: {exc!r}")
+            self._queue.put(fired)
+        self._queue.put(None)
+
+    def _deliver(self) -> None:
+        while (fired := self._queue.get()) is not None:
+            if self.on_fired is None:
+                continue
+            try:
+                self.on_fired(fired)
+            except Exception as exc:
+                log.exception("fault on %s failed", fired.line)
+                self.callback_errors.append(f"{fired.line}: {exc!r}")
 
     def wait(self, timeout_s: float = 1200) -> int:
         try:
@@ -188,6 +200,7 @@ class WatchedJob:
             os.killpg(self.process.pid, signal.SIGKILL)
             code = self.process.wait()
         self._reader.join(timeout=60)
+        self._faults.join(timeout=300)
         return code
 
     @property
