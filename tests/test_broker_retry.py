@@ -147,3 +147,11 @@ def test_end_txn_rides_through_a_moving_coordinator(fake):
     fake.inject_errors("end_transaction", "BROKER_UNAVAILABLE", count=1)
     FAST.call(lambda: control.end_transaction("tid-1", identity, True), "committing tid-1")
     assert [r.value for r in read_all(fake, "in")] == [b"x"]
+
+
+def test_offsets_for_lag_dashboards_get_one_attempt(fake):
+    admin = RetryingClusterAdmin(fake.admin, FAST)
+    fake.inject_errors("commit_group_offsets", "BROKER_UNAVAILABLE", count=1)
+    with pytest.raises(BrokerUnavailableError):
+        admin.commit_group_offsets("lag", {TopicPartition("in", 0): 0})
+    admin.commit_group_offsets("lag", {TopicPartition("in", 0): 0})
