@@ -155,3 +155,79 @@ def test_offsets_for_lag_dashboards_get_one_attempt(fake):
     with pytest.raises(BrokerUnavailableError):
         admin.commit_group_offsets("lag", {TopicPartition("in", 0): 0})
     admin.commit_group_offsets("lag", {TopicPartition("in", 0): 0})
+
+
+class _StubAdminClient:
+    """librdkafka's AdminClient as ConfluentClusterAdmin uses it for broker configs: node 1 is down
+    (its request fails as a timed-out one does), the others answer."""
+
+    def __init__(self, down: set[int]):
+        self.down = down
+        self.asked: list[str] = []
+
+    def list_topics(self, timeout=None):
+        class Metadata:
+            brokers = {1: None, 2: None, 3: None}
+        return Metadata()
+
+    def describe_configs(self, resources, request_timeout=None):
+        from concurrent.futures import Future
+
+        from confluent_kafka import KafkaException
+
+        (resource,) = resources  # librdkafka takes one BROKER resource per call
+        self.asked.append(resource.name)
+        future = Future()
+        if int(resource.name) in self.down:
+            future.set_exception(KafkaException(KafkaError(KafkaError._TIMED_OUT)))
+        else:
+            class Entry:
+                value = "900000"
+            future.set_result({"transaction.max.timeout.ms": Entry()})
+        return {resource: future}
+
+
+def test_broker_configs_come_from_any_live_broker():
+    from connectors.kafka.confluent_clients import ConfluentClusterAdmin
+
+    admin = ConfluentClusterAdmin("127.0.0.1:1", {})
+    stub = _StubAdminClient(down={1})
+    admin._admin = stub
+    assert admin.broker_config("transaction.max.timeout.ms") == "900000"
+    assert sorted(stub.asked) == ["1", "2", "3"]
+
+
+def test_broker_configs_with_every_broker_down_are_a_transient_error():
+    from connectors.kafka.confluent_clients import ConfluentClusterAdmin
+
+    admin = ConfluentClusterAdmin("127.0.0.1:1", {})
+    admin._admin = _StubAdminClient(down={1, 2, 3})
+    with pytest.raises(BrokerUnavailableError, match=r"no broker of \[1, 2, 3\] answered"):
+        admin.broker_config("transaction.max.timeout.ms")
+
+
+def test_an_invalid_listed_offset_is_transient_never_a_position():
+    from concurrent.futures import Future
+
+    from connectors.kafka.confluent_clients import ConfluentClusterAdmin
+    from connectors.kafka.errors import RetriableKafkaError
+
+    class Listed:
+        def __init__(self, offset):
+            self.offset = offset
+
+    class Stub:
+        def list_offsets(self, request, isolation_level=None, request_timeout=None):
+            futures = {}
+            for ck_tp in request:
+                future = Future()
+                # librdkafka's OFFSET_INVALID for a partition whose leader just went down
+                future.set_result(Listed(-1001 if ck_tp.partition == 1 else 7))
+                futures[ck_tp] = future
+            return futures
+
+    admin = ConfluentClusterAdmin("127.0.0.1:1", {})
+    admin._admin = Stub()
+    with pytest.raises(RetriableKafkaError, match="in-1: no valid offset"):
+        admin.list_offsets([TopicPartition("in", 0), TopicPartition("in", 1)], "latest")
+    assert admin.list_offsets([TopicPartition("in", 0)], "latest") == {TopicPartition("in", 0): 7}
