@@ -54,6 +54,7 @@ class Bouncer(threading.Thread):
         self._stop_event = threading.Event()
         self._wake = threading.Event()
         self._requests: list[tuple[int, float, threading.Event]] = []
+        self._checks: dict[int, tuple[Callable[[], bool] | None, dict[str, bool]]] = {}
         self._lock = threading.Lock()
         self.bounces: list[Bounce] = []
         self.errors: list[str] = []
@@ -66,7 +67,6 @@ class Bouncer(threading.Thread):
         outcome: dict[str, bool] = {}
         with self._lock:
             self._requests.append((node_id, downtime_s, done))
-            self._checks = getattr(self, "_checks", {})
             self._checks[id(done)] = (before_kill, outcome)
         self._wake.set()
         done.wait()
