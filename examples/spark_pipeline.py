@@ -51,6 +51,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--kafka-option", action="append", default=[], metavar="NAME=VALUE",
                         help="a librdkafka client setting for the source and the sink (option kafka.NAME), e.g. "
                              "security.protocol=SASL_SSL; may repeat")
+    parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                        help="a kafka-eos option of both the source and the sink, e.g. eos.brokerRetryTimeoutMs=30000")
     parser.add_argument("--commit-offsets-to-group", default=None,
                         help="eos.commitOffsetsToGroup of the source (lag monitoring)")
     parser.add_argument("--py-files", default=None,
@@ -78,13 +80,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def kafka_options(args: argparse.Namespace) -> dict[str, str]:
-    """``kafka.*`` options of the source and the sink: the bootstrap servers and --kafka-option."""
+    """Options of both the source and the sink: the bootstrap servers, --kafka-option, --option."""
     options = {"kafka.bootstrap.servers": args.bootstrap}
     for setting in args.kafka_option:
         name, sep, value = setting.partition("=")
         if not sep or not name:
             raise SystemExit(f"--kafka-option {setting!r}: expected NAME=VALUE, e.g. security.protocol=SASL_SSL")
         options[f"kafka.{name}"] = value
+    for setting in args.option:
+        name, sep, value = setting.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"--option {setting!r}: expected NAME=VALUE, e.g. eos.brokerRetryTimeoutMs=30000")
+        options[name] = value
     return options
 
 

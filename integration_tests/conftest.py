@@ -21,6 +21,11 @@ The other real servers are found or started the same way:
   its executors must run this checkout's Python, and tests that kill executors are skipped), else
   one started from the installed pyspark by ``SparkStandaloneCluster`` (two Workers, one core each).
 
+- ``kafka_cluster``, a cluster of 3 nodes (RF 3, ``min.insync.replicas=2``) for tests of broker
+  restarts: ``KAFKA_EOS_CLUSTER_BOOTSTRAP_SERVERS`` (not started here, so tests that bounce nodes
+  skip), else three nodes started from ``KAFKA_HOME`` by ``LocalKafkaCluster``, which the tests
+  SIGKILL and restart by PID.
+
 ``s3_bucket`` finds a real S3 server for the tests of the kit's state on object stores, through the
 variables the AWS SDKs read:
 
@@ -55,6 +60,7 @@ from kafka_testkit.acl_admin import AclAdmin
 from kafka_testkit.fake_cluster import FAKE_SCHEME
 
 if TYPE_CHECKING:
+    from kafka_testkit.local_cluster import KafkaCluster
     from kafka_testkit.spark_cluster import SparkStandaloneCluster
 
 log = logging.getLogger(__name__)
@@ -86,6 +92,21 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield broker.bootstrap_servers
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator["KafkaCluster"]:
+    from kafka_testkit.local_cluster import NoClusterError, find_cluster
+
+    try:
+        cluster = find_cluster(tmp_path_factory.mktemp("kafka-cluster"))
+    except NoClusterError as exc:
+        pytest.skip(str(exc))
+    log.info("cluster tests run against %s at %s", cluster.origin, cluster.bootstrap_servers)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")

@@ -170,9 +170,7 @@ class LocalKafkaBroker:
 
     def _launch(self) -> str:
         work_dir = self._prepare_work_dir()
-        broker_port, controller_port = free_port(), free_port()
-        while controller_port == broker_port:
-            controller_port = free_port()
+        broker_port, controller_port = self._choose_ports()
         self._log_file = work_dir / "broker.log"
         self._prepare_security(work_dir)
         props = self._write_properties(work_dir, broker_port, controller_port)
@@ -181,6 +179,13 @@ class LocalKafkaBroker:
         log.info("local Kafka: starting in %s on %s:%d", work_dir, _HOST, broker_port)
         self._spawn(props, env, work_dir)
         return f"{_HOST}:{broker_port}"
+
+    def _choose_ports(self) -> tuple[int, int]:
+        """The broker's and the controller's listener ports."""
+        broker_port, controller_port = free_port(), free_port()
+        while controller_port == broker_port:
+            controller_port = free_port()
+        return broker_port, controller_port
 
     def _spawn(self, props: Path, env: Mapping[str, str], work_dir: Path) -> None:
         assert self._log_file is not None
@@ -239,6 +244,14 @@ class LocalKafkaBroker:
         """Extra arguments of ``kafka-storage.sh format`` (SCRAM users, for a secured broker)."""
         return []
 
+    def _quorum_config(self, controller_port: int) -> dict[str, str]:
+        """How the node finds the controller quorum: a Kafka 4.x dynamic quorum of this node alone,
+        formatted with ``_quorum_format_arguments``."""
+        return {"controller.quorum.bootstrap.servers": f"{_HOST}:{controller_port}"}
+
+    def _quorum_format_arguments(self) -> list[str]:
+        return ["--standalone"]
+
     def client_config(self) -> dict[str, str]:
         """librdkafka settings a client needs besides ``bootstrap.servers`` (none: plaintext)."""
         return {}
@@ -247,8 +260,7 @@ class LocalKafkaBroker:
         config = {
             "process.roles": "broker,controller",
             "node.id": "1",
-            # Kafka 4.x dynamic quorum, formatted with --standalone below.
-            "controller.quorum.bootstrap.servers": f"{_HOST}:{controller_port}",
+            **self._quorum_config(controller_port),
             **self._listener_config(broker_port, controller_port),
             "log.dirs": str(work_dir / "data" / "logs"),
             "metadata.log.dir": str(work_dir / "data" / "metadata"),
@@ -284,9 +296,9 @@ class LocalKafkaBroker:
         command = [
             str(self.kafka_home / "bin" / "kafka-storage.sh"),
             "format",
-            "--standalone",
+            *self._quorum_format_arguments(),
             "--cluster-id",
-            _cluster_id(),
+            self._cluster_id(),
             "--config",
             str(props),
             *self._format_arguments(),
@@ -316,6 +328,9 @@ class LocalKafkaBroker:
                 f"kafka-storage.sh format failed with exit code {result.returncode}\n"
                 + self.log_tail()
             )
+
+    def _cluster_id(self) -> str:
+        return _cluster_id()
 
     def _wait_until_ready(self, bootstrap: str) -> None:
         # Ready means an admin client gets metadata listing the broker, not merely an open port:

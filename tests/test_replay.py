@@ -387,3 +387,34 @@ def test_a_timed_kill_finds_the_job_running_however_fast_it_is(tmp_path, monkeyp
     (kill9,) = result.scenarios
     assert [run.killed for run in kill9.runs] == [True, True, False]
     assert kill9.status == PASSED and kill9.verdict == "exactly-once", kill9.notes
+
+
+def test_rolling_restart_is_skipped_with_the_reason_without_a_cluster(tmp_path):
+    broker = find_broker(f"fake-kafka://{tmp_path / 'kafka.db'}")
+    from connectors.kafka.client_factory import clients_for
+
+    load_input(clients_for(broker.bootstrap_servers), "in", 100, partitions=1, aborted=0)
+    result = Replay(options(tmp_path, broker.bootstrap_servers, scenarios=["rolling_restart"], broker=broker)).run()
+    (scenario,) = result.scenarios
+    assert scenario.status == SKIPPED and "3+ nodes" in scenario.verdict
+
+
+def test_rolling_restart_bounces_every_node_while_the_job_runs(tmp_path):
+    """On the fake cluster a node's bounce is a short outage of the whole (simulated) cluster."""
+    broker = find_broker(f"fake-kafka://{tmp_path / 'kafka.db'}")
+    bounced = []
+
+    def bounce(node_id, downtime_s):
+        bounced.append(node_id)
+        broker.restart(downtime_s)
+
+    broker.bounce, broker.nodes, broker.bounce_unavailable = bounce, (1, 2, 3), None
+    from connectors.kafka.client_factory import clients_for
+
+    load_input(clients_for(broker.bootstrap_servers), "in", 1000, partitions=2, aborted=0)
+    result = Replay(options(tmp_path, broker.bootstrap_servers, scenarios=["baseline", "rolling_restart"],
+                            broker=broker, broker_downtime_s=0.2)).run()
+    baseline, rolling = result.scenarios
+    assert sorted(bounced) == [1, 2, 3]
+    assert rolling.runs[0].fault_start_ms is not None
+    assert rolling.verify.exactly_once, rolling.verdict

@@ -172,3 +172,25 @@ def test_split_ranges_honours_min_partitions():
     assert sum(p.end - p.start for p in pieces) == 102
     assert [c for c in covered if c[1] == 0][0][2] == 0 and max(c[3] for c in covered if c[1] == 0) == 100
     assert split_ranges({a: (5, 5)}, None) == []
+
+
+def test_broker_retry_options():
+    opts = source(subscribe="in", **{"eos.brokerRetryTimeoutMs": "5000", "fetchOffset.numRetries": "3",
+                     "fetchOffset.retryIntervalMs": "50"})
+    policy = opts.config.broker_retry
+    assert (policy.timeout_ms, policy.max_retries, policy.retry_interval_ms) == (5000, 3, 50)
+    default = source(subscribe="in").config.broker_retry
+    assert (default.timeout_ms, default.max_retries) == (60_000, None)
+    assert sink(**{"eos.brokerRetryTimeoutMs": "5000"}).config.commit_retry_timeout_s == 5.0
+
+
+@pytest.mark.parametrize("options, fragment", [
+    ({"eos.brokerRetryTimeoutMs": "soon"}, "eos.brokerRetryTimeoutMs must be an integer >= 0"),
+    ({"fetchOffset.numRetries": "-1"}, "fetchOffset.numRetries must be an integer >= 0"),
+    ({"fetchOffset.retryIntervalMs": "1.5"}, "fetchOffset.retryIntervalMs must be an integer >= 0"),
+])
+def test_bad_broker_retry_options(options, fragment):
+    with pytest.raises(KafkaEosOptionError, match=fragment):
+        source(subscribe="in", **options)
+    with pytest.raises(KafkaEosOptionError, match="eos.brokerRetryTimeoutMs must be an integer >= 1"):
+        sink(**{"eos.brokerRetryTimeoutMs": "0"})

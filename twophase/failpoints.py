@@ -156,7 +156,8 @@ def hit(name: str, **context: object) -> None:
     if action.hit is not None and count != action.hit:
         return
     details = " ".join(f"{k}={v}" for k, v in context.items())
-    log.warning("failpoint %s fired (%s, hit %d) %s", name, action, count, details)
+    # The pid tells a test which process to fault while this one is held in a sleep.
+    log.warning("failpoint %s fired (%s, hit %d, pid %d) %s", name, action, count, os.getpid(), details)
     if action.kind == "sleep":
         time.sleep(action.sleep_ms / 1000)
     elif action.kind == "raise":

@@ -16,11 +16,9 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable, TypeVar
 
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay
-
+from connectors.kafka.broker_retry import BrokerRetryPolicy
 from connectors.kafka.committable import KafkaCommittable
-from connectors.kafka.committer import RETRY_BACKOFF, KafkaTransactionCommitter
-from connectors.kafka.errors import RetriableKafkaError
+from connectors.kafka.committer import KafkaTransactionCommitter
 from connectors.kafka.transactional_ids import TransactionalIdPool
 
 log = logging.getLogger(__name__)
@@ -68,6 +66,6 @@ class LingeringTransactionAborter:
         return aborted
 
     def _retrying(self, call: Callable[[], T]) -> T:
-        retrying = Retrying(retry=retry_if_exception_type(RetriableKafkaError),
-                            stop=stop_after_delay(self.retry_timeout_s), wait=RETRY_BACKOFF, reraise=True)
-        return retrying(call)
+        # When the bound is reached: KafkaUnreachableError, one line naming the listing.
+        return BrokerRetryPolicy.from_seconds(self.retry_timeout_s).call(
+            call, f"listing the open transactions of {self.pool.prefix}-*")

@@ -8,6 +8,7 @@ have leaders.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
 from typing import Any, Iterable, Mapping
@@ -32,6 +33,10 @@ log = logging.getLogger(__name__)
 # Kafka's internal topics, which the Java admin's listTopics() leaves out too.
 _INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 _ADMIN_TIMEOUT_S = 30.0
+# Reads a query makes at every batch (metadata, offsets, configs). A request queued for a node that
+# went down waits out its whole timeout even after the cluster moved its partitions, so these are
+# short and retried by the caller (broker_retry.py) with a new client.
+_READ_TIMEOUT_S = 10.0
 
 
 class ConfluentClusterAdmin:
@@ -56,7 +61,7 @@ class ConfluentClusterAdmin:
 
     def list_topics(self) -> list[str]:
         try:
-            metadata = self._client().list_topics(timeout=_ADMIN_TIMEOUT_S)
+            metadata = self._client().list_topics(timeout=_READ_TIMEOUT_S)
         except KafkaException as exc:
             raise map_exception(exc, "admin: list topics") from exc
         return sorted(name for name in metadata.topics if name not in _INTERNAL_TOPICS)
@@ -64,7 +69,7 @@ class ConfluentClusterAdmin:
     def partitions(self, topic: str) -> list[int]:
         # DescribeTopics, not a metadata request for the topic: the latter may auto-create it.
         future = self._client().describe_topics(
-            TopicCollection([topic]), request_timeout=_ADMIN_TIMEOUT_S
+            TopicCollection([topic]), request_timeout=_READ_TIMEOUT_S
         )[topic]
         try:
             description = future.result()
@@ -141,6 +146,12 @@ class ConfluentClusterAdmin:
             missing = [tp for tp, offset in result.items() if offset < 0]
             if missing:
                 result.update(self._list_offsets(missing, _CkOffsetSpec.latest(), read_committed))
+        # librdkafka reports a partition whose leader just went down as a success with offset -1001
+        # (OFFSET_INVALID) now and then: never hand that on as a position.
+        invalid = sorted(str(tp) for tp, offset in result.items() if offset < 0)
+        if invalid:
+            raise RetriableKafkaError(f"admin: list offsets of {', '.join(invalid)}: no valid offset (a leader "
+                                      "moving?)", code="LEADER_NOT_AVAILABLE")
         return result
 
     def _list_offsets(
@@ -150,7 +161,7 @@ class ConfluentClusterAdmin:
         request = {_CkTopicPartition(tp.topic, tp.partition): ck_spec for tp in parts}
         try:
             futures = self._client().list_offsets(
-                request, isolation_level=isolation, request_timeout=_ADMIN_TIMEOUT_S
+                request, isolation_level=isolation, request_timeout=_READ_TIMEOUT_S
             )
         except KafkaException as exc:
             raise map_exception(exc, "admin: list offsets") from exc
@@ -177,22 +188,37 @@ class ConfluentClusterAdmin:
         return self._broker_configs.get(name)
 
     def _describe_broker_configs(self) -> dict[str, str | None]:
+        # Any live broker will do: every broker of a cluster has the limits that matter here. All
+        # are asked at once and the first answer wins, because the metadata still names a node for
+        # a few seconds after it went down, and a request to it waits for the whole timeout.
         admin = self._client()
         try:
-            brokers = admin.list_topics(timeout=_ADMIN_TIMEOUT_S).brokers
+            brokers = sorted(admin.list_topics(timeout=_READ_TIMEOUT_S).brokers)
         except KafkaException as exc:
             raise map_exception(exc, "admin: cluster metadata") from exc
         if not brokers:
             raise BrokerUnavailableError("admin: cluster metadata lists no broker")
-        resource = ConfigResource(ResourceType.BROKER, str(min(brokers)))
-        future = admin.describe_configs([resource], request_timeout=_ADMIN_TIMEOUT_S)[resource]
-        try:
-            entries = future.result()
-        except KafkaException as exc:
-            raise map_exception(exc, f"admin: describe configs of broker {min(brokers)}",
-                                 self._denied(("DESCRIBE_CONFIGS",), CLUSTER, CLUSTER_NAME,
-                                              f"reading the configuration of broker {min(brokers)}")) from exc
-        return {entry_name: entry.value for entry_name, entry in entries.items()}
+        # librdkafka takes one BROKER resource per call: one call per broker, all in flight at once.
+        by_future = {}
+        for broker in brokers:
+            resource = ConfigResource(ResourceType.BROKER, str(broker))
+            by_future[admin.describe_configs([resource], request_timeout=_READ_TIMEOUT_S)[resource]] = broker
+        failures: list[str] = []
+        for future in concurrent.futures.as_completed(by_future):
+            broker = by_future[future]
+            try:
+                entries = future.result()
+            except KafkaException as exc:
+                mapped = map_exception(exc, f"admin: describe configs of broker {broker}",
+                                       self._denied(("DESCRIBE_CONFIGS",), CLUSTER, CLUSTER_NAME,
+                                                    f"reading the configuration of broker {broker}"))
+                if not isinstance(mapped, RetriableKafkaError):
+                    raise mapped from exc
+                failures.append(str(mapped))
+                continue
+            return {entry_name: entry.value for entry_name, entry in entries.items()}
+        raise BrokerUnavailableError(f"admin: describe configs: no broker of {brokers} answered: "
+                                     + "; ".join(failures), code="BROKER_NOT_AVAILABLE")
 
     def commit_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
         if not offsets:

@@ -59,6 +59,9 @@ _LIBRDKAFKA_LOCAL_ERRORS: dict[str, type[KafkaConnectorError]] = {
     "_UNKNOWN_PARTITION": UnknownTopicError,
     "_AUTO_OFFSET_RESET": OffsetOutOfRangeError,
     "_TRANSPORT": BrokerUnavailableError,
+    # A request in flight to a node that left the cluster's metadata (it went down): another node
+    # serves its partitions once the cluster has moved them.
+    "_DESTROY_BROKER": BrokerUnavailableError,
     "_ALL_BROKERS_DOWN": BrokerUnavailableError,
     "_TIMED_OUT": BrokerUnavailableError,
     "_MSG_TIMED_OUT": BrokerUnavailableError,

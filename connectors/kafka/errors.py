@@ -29,6 +29,24 @@ class BrokerUnavailableError(RetriableKafkaError):
     """No broker answered within the client's timeout."""
 
 
+class KafkaUnreachableError(BrokerUnavailableError):
+    """Kafka did not serve a request within the retry bounds of a running query (a cluster that
+    lost its quorum or in-sync replicas, or is unreachable), after every transient error had been
+    retried. The message is one line naming what was unreachable, the bound, and the last error.
+    Still a transient condition (a later batch or a restart may find the cluster back), but this
+    request's retries are spent."""
+
+    def __init__(self, message: str, *, what: str, code: str | None = None,
+                 last_error: Exception | None = None) -> None:
+        super().__init__(message)
+        #: What was being done, e.g. ``describing topic input``.
+        self.what = what
+        #: Kafka's (or librdkafka's) name of the last error.
+        self.code = code
+        #: The last transient error, whose message ends this one's.
+        self.last_error = last_error
+
+
 class ProducerFencedError(KafkaConnectorError):
     """A newer producer initialised the same transactional id (PRODUCER_FENCED, error 90).
 

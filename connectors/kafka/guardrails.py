@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import logging
 
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
-
 from connectors.kafka.authorization import PREFIXED, TRANSACTIONAL_ID, authorization_error
+from connectors.kafka.broker_retry import BrokerRetryPolicy, RetryingClusterAdmin
 from connectors.kafka.clients import KafkaClients
 from connectors.kafka.config import KafkaSinkConfig
-from connectors.kafka.errors import KafkaAuthorizationError, RetriableKafkaError, TransactionTimeoutRefusedError
+from connectors.kafka.errors import KafkaAuthorizationError, TransactionTimeoutRefusedError
 from connectors.kafka.transactional_ids import TransactionalIdPool
 from connectors.kafka.writer import KafkaTransactionWriter
 
@@ -68,7 +67,9 @@ def check_transaction_timeout(config: KafkaSinkConfig, clients: KafkaClients) ->
             "the broker aborts it and its records are lost. Raise eos.transactionTimeoutMs or lower "
             "eos.checkpointTimeoutMs / eos.restartBudgetMs."
         )
-    admin = clients.admin()
+    # Any live broker answers, and a broker restarting meanwhile is waited out: this runs each
+    # time Spark starts a sink's writer, commit time included.
+    admin = RetryingClusterAdmin(clients.admin, BrokerRetryPolicy.from_seconds(config.commit_retry_timeout_s))
     try:
         raw_max = admin.broker_config(_MAX_TIMEOUT)
     except KafkaAuthorizationError as denied:
@@ -126,9 +127,8 @@ def check_transactions_visible(config: KafkaSinkConfig, clients: KafkaClients) -
     try:
         # A cluster that never saw a transaction creates __transaction_state at the first
         # FindCoordinator and answers COORDINATOR_NOT_AVAILABLE meanwhile.
-        retrying = Retrying(retry=retry_if_exception_type(RetriableKafkaError),
-                            stop=stop_after_delay(config.commit_retry_timeout_s),
-                            wait=wait_exponential(multiplier=0.1, max=2.0), reraise=True)
-        retrying(control.describe_transaction, transactional_id)
+        BrokerRetryPolicy.from_seconds(config.commit_retry_timeout_s).call(
+            lambda: control.describe_transaction(transactional_id),
+            f"describing transactional id {transactional_id!r} (the sink's guardrail)")
     finally:
         control.close()

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from connectors.kafka.broker_retry import BrokerRetryPolicy, RetryingClusterAdmin
 from connectors.kafka.clients import ClusterAdmin, ConsumedRecord, KafkaClients, RecordReader, TopicPartition
 from connectors.kafka.client_factory import clients_for
 from connectors.kafka.errors import DataLossError, UnknownTopicError
@@ -73,6 +74,8 @@ class KafkaSourceConfig:
     #: Consumer group to which completed checkpoints' offsets are committed, for lag monitoring only.
     commit_offsets_to_group: str | None = None
     client_config: Mapping[str, str] = field(default_factory=dict)
+    #: How planning requests (offsets, partitions) ride through a broker restart.
+    broker_retry: BrokerRetryPolicy = field(default_factory=BrokerRetryPolicy)
 
     def __post_init__(self) -> None:
         chosen = [name for name, value in (("subscribe", self.subscribe),
@@ -223,7 +226,7 @@ class KafkaSource(ResettableSource[Offsets]):
         self.name = name
         self.config = config
         self.clients = clients or clients_for(config.bootstrap_servers, config.client_config)
-        self.admin = self.clients.admin()
+        self.admin = RetryingClusterAdmin(self.clients.admin, config.broker_retry)
         self.planner = KafkaOffsetPlanner(config, self.admin)
         self._reader: RecordReader | None = None
         self._positions: dict[TopicPartition, int] = {}

@@ -58,6 +58,9 @@ _CONNECTION_ERRORS: tuple[type[Exception], ...] = (
     kafka_errors.MetadataEmptyBrokerList,
     kafka_errors.BrokerNotAvailableError,
     kafka_errors.NetworkExceptionError,
+    # A node named by the metadata (a listing's broker, a coordinator) left the metadata before it
+    # was reached: it went down, and another node takes over its partitions.
+    kafka_errors.UnknownBrokerIdError,
 )
 
 # Only Ongoing transactions hold the LSO back for good. PrepareCommit/PrepareAbort ones have been

@@ -12,6 +12,12 @@ import posixpath
 from dataclasses import dataclass
 from typing import Mapping
 
+from connectors.kafka.broker_retry import (
+    DEFAULT_RETRY_INTERVAL_MS,
+    DEFAULT_TIMEOUT_MS,
+    TIMEOUT_OPTION,
+    BrokerRetryPolicy,
+)
 from connectors.kafka.clients import TopicPartition
 from connectors.kafka.config import (
     DEFAULT_CHECKPOINT_TIMEOUT_MS,
@@ -33,12 +39,13 @@ SOURCE_OPTIONS = (
     "kafka.bootstrap.servers", "kafka.*", "subscribe", "subscribePattern", "assign",
     "startingOffsets", "endingOffsets", "startingOffsetsByTimestamp", "maxOffsetsPerTrigger",
     "minPartitions", "failOnDataLoss", "includeHeaders", "eos.commitOffsetsToGroup",
+    "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "eos.brokerRetryTimeoutMs",
 )
 SINK_OPTIONS = (
     "kafka.bootstrap.servers", "kafka.*", "topic", "includeHeaders",
     "eos.deliveryGuarantee", "eos.transactionalIdPrefix", "eos.transactionTimeoutMs", "eos.commitParallelism",
     "eos.checkpointTimeoutMs", "eos.restartBudgetMs", "eos.stateDir", "eos.retainedCheckpoints",
-    "eos.adoptExistingQuery", "eos.checkpointId", "eos.queryId",
+    "eos.adoptExistingQuery", "eos.checkpointId", "eos.queryId", "eos.brokerRetryTimeoutMs",
 )
 STATE_DIR_NAME = "kafka-eos"
 
@@ -116,6 +123,21 @@ def _bootstrap(options: Mapping[str, str]) -> str:
     return servers
 
 
+def _broker_retry(options: Mapping[str, str], *, source: bool) -> BrokerRetryPolicy:
+    """eos.brokerRetryTimeoutMs bounds, in time, the retries of requests a broker restart fails;
+    the source also takes Spark's fetchOffset.numRetries (a bound in attempts, none by default)
+    and fetchOffset.retryIntervalMs (the first wait)."""
+    # The sink's commit retries need some time (0 would give up a commit at its first hiccup).
+    timeout_ms = _int(options, TIMEOUT_OPTION, DEFAULT_TIMEOUT_MS, 0 if source else 1)
+    assert timeout_ms is not None
+    if not source:
+        return BrokerRetryPolicy(timeout_ms=timeout_ms)
+    interval_ms = _int(options, "fetchOffset.retryIntervalMs", DEFAULT_RETRY_INTERVAL_MS, 0)
+    assert interval_ms is not None
+    return BrokerRetryPolicy(timeout_ms=timeout_ms, retry_interval_ms=interval_ms,
+                             max_retries=_int(options, "fetchOffset.numRetries", None, 0))
+
+
 @dataclass(frozen=True)
 class SourceOptions:
     config: KafkaSourceConfig
@@ -167,6 +189,7 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
             fail_on_data_loss=_bool(options, "failOnDataLoss", True),
             commit_offsets_to_group=_get(options, "eos.commitOffsetsToGroup"),
             client_config=_client_config(options),
+            broker_retry=_broker_retry(options, source=True),
         )
     except KafkaEosOptionError:
         raise
@@ -259,6 +282,8 @@ def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOp
             checkpoint_timeout_ms=_int(options, "eos.checkpointTimeoutMs", DEFAULT_CHECKPOINT_TIMEOUT_MS, 1) or 0,
             restart_budget_ms=_int(options, "eos.restartBudgetMs", DEFAULT_RESTART_BUDGET_MS, 0) or 0,
             commit_parallelism=_int(options, "eos.commitParallelism", 8, 1) or 0,
+            # The sink's requests to the brokers (guardrails, EndTxn, listings) retry within it.
+            commit_retry_timeout_s=_broker_retry(options, source=False).timeout_ms / 1000,
             client_config=client,
         )
     except KafkaEosOptionError:

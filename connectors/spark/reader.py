@@ -21,6 +21,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from connectors.kafka.broker_retry import RetryingClusterAdmin
 from connectors.kafka.clients import KafkaClients, RecordReader, TopicPartition
 from connectors.kafka.client_factory import clients_for
 from connectors.kafka.errors import DataLossError, OffsetOutOfRangeError
@@ -84,7 +85,8 @@ class _KafkaReading:
     @property
     def planner(self) -> KafkaOffsetPlanner:
         if self._planner is None:
-            self._planner = KafkaOffsetPlanner(self.options.config, self.clients.admin())
+            config = self.options.config
+            self._planner = KafkaOffsetPlanner(config, RetryingClusterAdmin(self.clients.admin, config.broker_retry))
         return self._planner
 
     def _read_range(self, partition: KafkaRangePartition) -> Iterator[pa.RecordBatch]:

@@ -105,6 +105,12 @@ class Broker:
     txn_cleanup_interval_ms: int | None = None
     #: True for the kit's embedded test cluster (``fake-kafka://``): no Kafka broker at all.
     simulated: bool = False
+    #: ``bounce(node_id, downtime_s)``: SIGKILL one node of a multi-node cluster, keep it down for
+    #: ``downtime_s``, start it again and wait until the cluster is back in sync; None when not
+    #: possible (``bounce_unavailable`` says why). ``nodes`` are the node ids it takes.
+    bounce: Callable[[int, float], None] | None = None
+    nodes: tuple[int, ...] = ()
+    bounce_unavailable: str | None = "a rolling restart needs a cluster of 3+ nodes started by this tool (--cluster)"
     _stop: Callable[[], None] | None = field(default=None, repr=False)
 
     def stop(self) -> None:
@@ -327,6 +333,31 @@ def _local_broker(kafka_home: str, work_dir: str | None) -> Broker:
         restart_unavailable=None if restart else f"the launcher {launcher.value} cannot restart a broker",
         txn_cleanup_interval_ms=OWN_BROKER_TXN_CLEANUP_MS, _stop=broker.stop,
     )
+
+
+def cluster_broker(*, environ: Mapping[str, str] | None = None, work_dir: str | None = None) -> Broker:
+    """A 3-node cluster from the ``kafka-cluster`` launcher of the entry-point group
+    ``pyspark_kafka_eos.kafka_launchers`` (the test kit's): an external one from
+    ``KAFKA_EOS_CLUSTER_BOOTSTRAP_SERVERS`` (not bounced), else three nodes started from
+    ``KAFKA_HOME``, which ``bounce`` restarts one at a time. NoBrokerError if neither."""
+    launchers = entry_points(group=LAUNCHER_GROUP, name="kafka-cluster")
+    if not launchers:
+        raise NoBrokerError(f"no 3-node cluster launcher is installed (entry point 'kafka-cluster' of "
+                            f"{LAUNCHER_GROUP})")
+    # The launcher raises NoBrokerError itself, saying what to set.
+    cluster = next(iter(launchers)).load()(work_dir, environ=environ)
+    local = cluster.local
+    if local is None:
+        return Broker(cluster.bootstrap_servers, cluster.origin, owned=False,
+                      restart_unavailable=cluster.skip_reason, bounce_unavailable=cluster.skip_reason)
+
+    def bounce(node_id: int, downtime_s: float) -> None:
+        local.bounce(node_id, downtime_s)
+        local.wait_until_healthy()
+
+    return Broker(cluster.bootstrap_servers, cluster.origin, owned=True,
+                  restart_unavailable="a cluster's nodes restart one at a time (scenario rolling_restart)",
+                  bounce=bounce, nodes=tuple(local.nodes), bounce_unavailable=None, _stop=cluster.stop)
 
 
 def find_broker(explicit: str | None = None, *, environ: Mapping[str, str] | None = None,

@@ -29,7 +29,7 @@ from rich.text import Text
 
 from connectors.kafka.client_factory import clients_for
 from connectors.kafka.errors import BrokerUnavailableError, KafkaConnectorError, UnknownTopicError
-from connectors.tools.broker import REAL_BROKER_HELP, SIMULATED_NOTICE, check_reachable, find_broker
+from connectors.tools.broker import REAL_BROKER_HELP, SIMULATED_NOTICE, check_reachable, cluster_broker, find_broker
 from connectors.tools.errors import (
     BrokerUnreachableError,
     IdFieldError,
@@ -177,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     r = commands.add_parser("replay", help="run a job under injected faults, restart it, verify each scenario")
     r.add_argument("--bootstrap", default=None,
                    help="Kafka bootstrap servers; default: KAFKA_BOOTSTRAP_SERVERS, Docker, or KAFKA_HOME")
+    r.add_argument("--cluster", action="store_true",
+                   help="run against a 3-node cluster: KAFKA_EOS_CLUSTER_BOOTSTRAP_SERVERS, or three nodes started "
+                        "from KAFKA_HOME (which scenario rolling_restart bounces one at a time)")
     r.add_argument("--input", required=True, help="input topic (created and loaded with --load)")
     r.add_argument("--load", type=_positive_int, default=None, metavar="N",
                    help="first load N records with unique ids into --input")
@@ -320,7 +323,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     run_id = time.strftime("%Y%m%d-%H%M%S") + f"-s{args.seed}"
     work_dir = args.reports_dir / "work" / run_id
     work_dir.mkdir(parents=True, exist_ok=True)
-    with find_broker(args.bootstrap) as broker:
+    if args.cluster and args.bootstrap:
+        raise UsageError("--cluster and --bootstrap exclude each other: --cluster finds or starts a 3-node cluster")
+    with (cluster_broker(work_dir=str(work_dir / "cluster")) if args.cluster else find_broker(args.bootstrap)) as broker:
         if broker.simulated:
             _print_simulated_notice(REAL_BROKER_HELP)
         err.print(f"Kafka: {broker.origin} at {broker.bootstrap_servers}", highlight=False)

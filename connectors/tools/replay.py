@@ -14,6 +14,10 @@ Scenarios (one row each in the report):
   ``KAFKA_EOS_TASK_FAILURE_SEED``); not applicable to the in-process engine, which has no tasks;
 - ``broker_restart``: the broker goes down and comes back mid-run; only for a broker the tool
   started (or a fake cluster, which is made unavailable for a while);
+- ``rolling_restart``: every node of a 3-node cluster the tool started (``--cluster``) is
+  SIGKILLed and started again, one at a time, while the job runs, each only once the cluster is
+  back in sync. The cluster keeps its quorum and in-sync replicas throughout, so the job must ride
+  through without failing: a run that fails fails the scenario, whatever its output;
 - ``txn_timeout``: a transaction outlives ``transaction.timeout.ms`` between pre-commit and
   commit, so the broker aborts it. The job must fail with ``TransactionLostError``; the verifier
   then shows the loss, reported as "loss detected and reported", never as silent loss.
@@ -77,7 +81,8 @@ from twophase import failpoints
 log = logging.getLogger(__name__)
 
 FAILPOINT_SCENARIOS = tuple(failpoints.ALL)
-SCENARIOS = ("baseline", *FAILPOINT_SCENARIOS, "kill9", "task_failures", "broker_restart", "txn_timeout")
+SCENARIOS = ("baseline", *FAILPOINT_SCENARIOS, "kill9", "task_failures", "broker_restart", "rolling_restart",
+             "txn_timeout")
 DEMO_SCENARIOS = ("baseline", "after_pre_commit", "mid_commit", "kill9", "broker_restart", "txn_timeout")
 
 PASSED, FAILED, SKIPPED, INCONCLUSIVE = "passed", "failed", "skipped", "inconclusive"
@@ -249,6 +254,11 @@ class Replay:
                 return "skipped: no broker handle (the broker was not found by this tool)"
             if opts.broker.restart is None:
                 return f"skipped: {opts.broker.restart_unavailable or 'the broker cannot be restarted'}"
+        if name == "rolling_restart":
+            if opts.broker is None:
+                return "skipped: no broker handle (the broker was not found by this tool)"
+            if opts.broker.bounce is None:
+                return f"skipped: {opts.broker.bounce_unavailable or 'the cluster cannot be bounced'}"
         if name == "txn_timeout" and not opts.template.takes_kit_flags:
             return ("skipped: a custom job command must take --transaction-timeout-ms, "
                     "--checkpoint-timeout-ms and --restart-budget-ms for this scenario")
@@ -333,6 +343,7 @@ class Replay:
             return f"crash at failpoint {name}"
         return {"kill9": "kill -9 at random moments", "task_failures": "executor task failures",
                 "broker_restart": "broker restart mid-run",
+                "rolling_restart": "every node of the cluster SIGKILLed and restarted in turn, mid-run",
                 "txn_timeout": "a transaction outlives transaction.timeout.ms"}[name]
 
     def _batch_records(self) -> int:
@@ -428,7 +439,7 @@ class Replay:
         metrics_file = Path(values["metrics_file"])
         for number in range(1, opts.max_runs + 1):
             step = plan.pop(0) if plan else {}
-            timed = "kill_after_s" in step or "broker_restart_after_s" in step
+            timed = "kill_after_s" in step or "broker_restart_after_s" in step or "rolling_after_s" in step
             run = self._start(values, folder, number, step.get("env", {}), step.get("failpoint"), hold=timed)
             if timed:
                 self._await_first_commit(run, metrics_file)
@@ -455,6 +466,9 @@ class Replay:
                                     f"down {(up - down) / 1000:.1f} s")
                 else:
                     result.notes.append(f"run {number}: finished before the broker restart")
+            elif "rolling_after_s" in step:
+                time.sleep(step["rolling_after_s"])
+                self._rolling_restart(name, result, run, number, step["order"])
             self._release(folder, number)
             outcome = run.wait(opts.run_timeout_s)
             result.runs.append(outcome)
@@ -497,6 +511,13 @@ class Replay:
             delay = rng.uniform(low, high)
             return (f"broker down {opts.broker_downtime_s:g} s at {delay:.1f} s after {since}",
                     [{"broker_restart_after_s": delay}])
+        if name == "rolling_restart":
+            assert opts.broker is not None
+            delay = rng.uniform(low, high)
+            order = list(opts.broker.nodes)
+            rng.shuffle(order)
+            return (f"nodes {', '.join(map(str, order))} SIGKILLed in turn, each down {opts.broker_downtime_s:g} s, "
+                    f"from {delay:.1f} s after {since}", [{"rolling_after_s": delay, "order": order}])
         if name == "task_failures":
             seed = rng.randrange(2**31)
             env = {"KAFKA_EOS_TASK_FAILURE_RATE": str(opts.task_failure_rate),
@@ -505,6 +526,22 @@ class Replay:
             return (f"task failure rate {opts.task_failure_rate:g} (seed {seed})",
                     [{"env": env} for _ in range(opts.max_runs)])
         raise ValueError(f"no plan for scenario {name!r}")
+
+    def _rolling_restart(self, name: str, result: ScenarioResult, run: JobRun, number: int,
+                         order: Sequence[int]) -> None:
+        """Bounce every node in the planned order while ``run`` runs (it is held at the end of its
+        input, so it cannot finish first). A run that fails meanwhile is the scenario's failure."""
+        opts = self.options
+        assert opts.broker is not None and opts.broker.bounce is not None
+        started = _now_ms()
+        for node_id in order:
+            if not run.running():
+                result.notes.append(f"run {number}: ended during the rolling restart, before node {node_id}")
+                break
+            self._event(f"{name}: SIGKILL node {node_id} and restart it ({opts.broker.origin})")
+            opts.broker.bounce(node_id, opts.broker_downtime_s)
+        run.result.mark_fault(started, _now_ms())
+        result.fault += f"; all done in {(_now_ms() - started) / 1000:.1f} s"
 
     @staticmethod
     def _failpoint_hit(run: RunResult) -> bool:
@@ -584,6 +621,12 @@ class Replay:
                 result.verdict = ("exactly-once, but no task failure was injected (another --seed may inject some)"
                                   if result.name == "task_failures" else
                                   "exactly-once, but the fault did not hit a running job")
+            failed_runs = [run for run in result.runs if not run.succeeded]
+            if result.name == "rolling_restart" and failed_runs:
+                # The cluster kept its quorum and in-sync replicas: the query should not have failed.
+                result.status = FAILED
+                result.verdict = (f"exactly-once, but the query failed {len(failed_runs)} time(s) during the "
+                                  f"rolling restart: {failed_runs[0].log_tail(1)}")
         elif not finished:
             result.status = FAILED
             result.verdict = "job did not finish" + ("" if report.exactly_once else "; NOT exactly-once")
