@@ -35,7 +35,7 @@ from types import TracebackType
 from typing import Mapping
 
 from kafka_testkit.local_broker import free_port
-from kafka_testkit.spark_cluster import descendants, pyspark_home
+from kafka_testkit.spark_cluster import _Proc, _still, descendants, pyspark_home
 from twophase import failpoints as failpoint_settings
 
 log = logging.getLogger(__name__)
@@ -223,10 +223,8 @@ class SparkConnectServer:
         self.stop()
 
 
-def _kill_leftovers(processes: list) -> None:
+def _kill_leftovers(processes: list[_Proc]) -> None:
     """Python workers that left the server's group (Spark's daemon gives workers groups of their own)."""
-    from kafka_testkit.spark_cluster import _still
-
     for proc in processes:
         if _still(proc):
             try:
