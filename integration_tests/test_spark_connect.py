@@ -90,7 +90,7 @@ def run_client(*args: object) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("api", ["sink", "foreach-batch", "batch"])
-def test_each_api_over_spark_connect_is_exactly_once(connect_url, kafka_bootstrap, kafka_clients, unique_name,
+def test_each_api_over_spark_connect_is_exactly_once(kafka_bootstrap, kafka_clients, connect_url, unique_name,
                                                       tmp_path, api):
     source, sink, ids = topics_with_orders(kafka_clients, unique_name, RECORDS)
     # The batch write's state: a path the server reaches (its default is under the server's HOME).
