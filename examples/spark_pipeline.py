@@ -44,6 +44,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="with --bounded: once the input is processed, wait until FILE exists before "
                              "exiting (kafka-eos replay uses it to land timed faults on a running job)")
     parser.add_argument("--max-offsets-per-trigger", type=int, default=200_000)
+    parser.add_argument("--source-format", choices=["kafka-eos", "kafka"], default="kafka-eos",
+                        help="kafka: read with Spark's own Kafka source (its connector jars: --jars) instead of "
+                             "the kit's; the sink is the kit's either way")
+    parser.add_argument("--jars", default=None,
+                        help="comma-separated jars for the driver and executors (spark.jars), e.g. Spark's "
+                             "Kafka connector for --source-format kafka")
     parser.add_argument("--trigger-interval", default="0 seconds", help="processing-time trigger when unbounded")
     parser.add_argument("--master", default="local[2,4]",
                         help="Spark master; local[N,F] retries failed tasks up to F times; spark://host:port "
@@ -100,12 +106,16 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
     source = (
-        spark.readStream.format("kafka-eos")
+        spark.readStream.format(args.source_format)
         .options(**kafka_options(args))
         .option("subscribe", args.input)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
     )
+    if args.source_format == "kafka":
+        # Spark's source reads read_uncommitted by default: records of aborted input transactions
+        # would reach the output. Its offsets in Spark's offset log are what makes a replay exact.
+        source = source.option("kafka.isolation.level", "read_committed")
     if args.commit_offsets_to_group:
         source = source.option("eos.commitOffsetsToGroup", args.commit_offsets_to_group)
     source = source.load()
@@ -211,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         # cluster-wide spark-defaults.conf cannot turn it off under the replay).
         .config("spark.python.worker.reuse", "true")
     )
+    if args.jars:
+        builder = builder.config("spark.jars", args.jars)
     if args.jvm_class_archive:
         from connectors.spark.jvm_class_archive import java_options
 

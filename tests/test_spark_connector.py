@@ -195,7 +195,10 @@ def test_headers_round_trip(spark, fake, tmp_path):
     assert [(r.key, r.value, [(h.key, h.value) for h in r.headers]) for r in read] == [(b"k", b"v", [("h1", b"x")])]
 
 
-def test_foreach_batch_helper_is_exactly_once_across_replays(spark, fake, tmp_path):
+@pytest.mark.parametrize("binding", ["eos.stateDir", "checkpointLocation"])
+def test_foreach_batch_helper_is_exactly_once_across_replays(spark, fake, tmp_path, binding):
+    # eos.stateDir alone: bound by Spark's local property; checkpointLocation (what Spark Connect
+    # needs): by the query id in its metadata, checked against the local property here.
     from connectors.spark.foreach_batch import exactly_once_foreach_batch
 
     values = load(fake, 600)
@@ -209,9 +212,10 @@ def test_foreach_batch_helper_is_exactly_once_across_replays(spark, fake, tmp_pa
         source = (spark.readStream.format("kafka-eos").option("kafka.bootstrap.servers", fake.bootstrap_servers)
                   .option("subscribe", "in").option("startingOffsets", "earliest")
                   .option("maxOffsetsPerTrigger", "250").load())
+        bound = ({"eos.stateDir": str(tmp_path / "chk" / "kafka-eos")} if binding == "eos.stateDir"
+                 else {"checkpointLocation": str(tmp_path / "chk")})
         handler = exactly_once_foreach_batch(transform, **{
-            "kafka.bootstrap.servers": fake.bootstrap_servers, "topic": "out",
-            "eos.stateDir": str(tmp_path / "chk" / "kafka-eos")})
+            "kafka.bootstrap.servers": fake.bootstrap_servers, "topic": "out", **bound})
         return source.writeStream.foreachBatch(handler).option("checkpointLocation", str(tmp_path / "chk")).start()
 
     query = start()

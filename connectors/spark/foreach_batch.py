@@ -9,7 +9,7 @@ two-phase commit per batch id.
     query = (stream.writeStream
              .foreachBatch(exactly_once_foreach_batch(enrich, **{
                  "kafka.bootstrap.servers": "broker:9092", "topic": "enriched",
-                 "eos.stateDir": "/checkpoints/enrich/kafka-eos"}))
+                 "checkpointLocation": "/checkpoints/enrich"}))
              .option("checkpointLocation", "/checkpoints/enrich")
              .start())
 
@@ -17,28 +17,46 @@ Spark calls the function again with the same batch id after a crash between the 
 commit-log entry; a batch id the sink has already committed is skipped, so the replay writes
 nothing.
 
-The state directory is bound to the streaming query the function runs in (Spark's local property
-``sql.streaming.queryId``), like the streaming sink's: a reset checkpoint (new query id) or a
-second query on the same ``eos.stateDir`` is refused, and so is a batch id past every stored
-checkpoint when the state is empty (lost state; ``eos.adoptExistingQuery`` covers a query that
-switches to this helper mid-life).
+The state directory is bound to the streaming query the function runs in, like the streaming
+sink's: a reset checkpoint (new query id) or a second query on the same ``eos.stateDir`` is
+refused, and so is a batch id past every stored checkpoint when the state is empty (lost state;
+``eos.adoptExistingQuery`` covers a query that switches to this helper mid-life).
+
+Which query that is, the function learns from one of two places:
+
+- ``checkpointLocation`` given to the helper (the query's own, as on ``writeStream``): the query id
+  Spark keeps in ``<checkpointLocation>/metadata``. The state then defaults to
+  ``<checkpointLocation>/kafka-eos``, as the streaming sink's does. This is what works on Spark
+  Connect, where a foreachBatch function runs in a Python process of the server with a Connect
+  session: it has no SparkContext and so no local properties, its ``spark.streams.active`` is
+  empty, and nothing in the session's conf or the process environment names the query;
+- on a classic session, Spark's local property ``sql.streaming.queryId`` of the calling thread.
+
+Given both, they must name the same query (the checkpointLocation of another query is refused).
+Given neither, the first batch fails naming the ``checkpointLocation`` option: a state bound to no
+query could be taken over by another one.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Callable
+import os
+import posixpath
+from typing import Callable, Mapping
 
 from pyspark.sql import DataFrame
 
 from connectors.spark.datasource import FORMAT
-from connectors.spark.options import parse_sink_options
-from connectors.spark.errors import KafkaEosOptionError
+from connectors.spark.errors import KafkaEosOptionError, QueryCheckpointError
+from connectors.spark.options import STATE_DIR_NAME, parse_sink_options
+from connectors.spark.query_checkpoint import read_query_checkpoint
 from twophase.checkpoint_store import FileCheckpointStore
 
 log = logging.getLogger(__name__)
 
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
+CHECKPOINT_LOCATION_OPTION = "checkpointLocation"
+STATE_DIR_OPTION = "eos.stateDir"
 
 BatchTransform = Callable[[DataFrame, int], DataFrame]
 
@@ -46,40 +64,95 @@ BatchTransform = Callable[[DataFrame, int], DataFrame]
 def exactly_once_foreach_batch(transform: BatchTransform, **options: str) -> Callable[[DataFrame, int], None]:
     """Wrap ``transform(batch_df, batch_id) -> DataFrame`` (Kafka sink columns: value, and
     optionally key, topic, partition, headers) into a foreachBatch function that writes its
-    result to Kafka exactly once per batch id. ``options`` are kafka-eos sink options;
-    ``eos.stateDir`` is required (a folder of its own, e.g. inside the query's checkpoint)."""
-    if not any(k.lower() == "eos.statedir" for k in options):
+    result to Kafka exactly once per batch id. ``options`` are kafka-eos sink options, plus
+    ``checkpointLocation``: the query's own (required on Spark Connect; see the module doc).
+    ``eos.stateDir`` defaults to ``<checkpointLocation>/kafka-eos``; without checkpointLocation it
+    is required (a folder of its own, e.g. inside the query's checkpoint)."""
+    write_options = dict(options)
+    checkpoint_location = _pop_option(write_options, CHECKPOINT_LOCATION_OPTION)
+    if checkpoint_location is not None:
+        checkpoint_location = checkpoint_location.strip()
+        if not checkpoint_location:
+            raise KafkaEosOptionError(
+                "exactly_once_foreach_batch: option checkpointLocation is empty; give the query's "
+                "checkpointLocation (the one on writeStream), a path or URI every driver reaches")
+        if _get_option(write_options, STATE_DIR_OPTION) is None:
+            write_options[STATE_DIR_OPTION] = _join(checkpoint_location, STATE_DIR_NAME)
+    elif _get_option(write_options, STATE_DIR_OPTION) is None:
         raise KafkaEosOptionError(
-            "exactly_once_foreach_batch needs eos.stateDir: the folder where the completed "
-            "checkpoints of this output live (e.g. <checkpointLocation>/kafka-eos)")
+            "exactly_once_foreach_batch needs checkpointLocation (the query's, as on writeStream; the "
+            "state then lives in <checkpointLocation>/kafka-eos) or eos.stateDir: the folder where the "
+            "completed checkpoints of this output live (e.g. <checkpointLocation>/kafka-eos)")
     for internal in ("eos.checkpointId", "eos.queryId"):
-        if any(k.lower() == internal.lower() for k in options):
+        if _get_option(write_options, internal) is not None:
             raise KafkaEosOptionError(f"{internal} is set by exactly_once_foreach_batch itself")
-    sink = parse_sink_options({k.lower(): str(v) for k, v in options.items()}, streaming=False)
+    sink = parse_sink_options({k.lower(): str(v) for k, v in write_options.items()}, streaming=False)
 
     def write_batch(batch_df: DataFrame, batch_id: int) -> None:
-        query_id = _streaming_query_id(batch_df)
-        if not query_id:
-            raise KafkaEosOptionError(
-                f"exactly_once_foreach_batch found no Spark local property {QUERY_ID_PROPERTY}: use it "
-                "as the foreachBatch function of a streaming query on a classic (not Spark Connect) "
-                "session; its state is bound to that query")
+        query_id = bound_query_id(batch_df, checkpoint_location)
         latest = FileCheckpointStore(sink.state_dir, sink.retained_checkpoints, check_writable=False).latest()
         if latest is not None and batch_id <= latest.checkpoint_id:
             # The writer still re-commits a stored but unconfirmed batch before anything else.
             log.info("batch %d is already stored as checkpoint %d; its replay writes nothing",
                      batch_id, latest.checkpoint_id)
         output = transform(batch_df, batch_id)
-        (output.write.format(FORMAT).options(**options).option("eos.checkpointId", str(batch_id))
+        (output.write.format(FORMAT).options(**write_options).option("eos.checkpointId", str(batch_id))
          .option("eos.queryId", query_id).mode("append").save())
 
     return write_batch
 
 
-def _streaming_query_id(batch_df: DataFrame) -> str | None:
-    """The id of the query running this foreachBatch call (Spark sets it on the calling thread)."""
+def bound_query_id(batch_df: DataFrame, checkpoint_location: str | None) -> str:
+    """The id of the streaming query this foreachBatch call belongs to (see the module doc)."""
+    from_thread = _local_query_id(batch_df)
+    if checkpoint_location is None:
+        if from_thread:
+            return from_thread
+        raise KafkaEosOptionError(
+            f"exactly_once_foreach_batch found no Spark local property {QUERY_ID_PROPERTY} and was given "
+            "no checkpointLocation, so it cannot tell which streaming query runs it, and its state must be "
+            "bound to one. Pass the query's checkpointLocation: exactly_once_foreach_batch(transform, "
+            "checkpointLocation='<the checkpointLocation of writeStream>', ...); it is required on Spark "
+            "Connect, whose foreachBatch functions see no local properties. Outside a streaming query, "
+            "use df.write.format('kafka-eos')")
+    try:
+        from_checkpoint = read_query_checkpoint(checkpoint_location).query_id
+    except QueryCheckpointError as exc:
+        raise KafkaEosOptionError(
+            f"exactly_once_foreach_batch: option checkpointLocation={checkpoint_location!r} holds no started "
+            f"query. {exc} It must be the checkpointLocation of the writeStream that runs this function, "
+            "spelled as the driver (on Spark Connect: the server) sees it") from None
+    if from_thread and from_thread != from_checkpoint:
+        raise KafkaEosOptionError(
+            f"exactly_once_foreach_batch: option checkpointLocation={checkpoint_location!r} belongs to query "
+            f"{from_checkpoint}, but the query running this function is {from_thread} (Spark's local "
+            f"property {QUERY_ID_PROPERTY}). Give the checkpointLocation of this query's writeStream")
+    return from_checkpoint
+
+
+def _local_query_id(batch_df: DataFrame) -> str | None:
+    """Spark's local property of the calling thread; classic sessions only."""
     try:
         return batch_df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
-    except Exception as exc:  # Spark Connect sessions have no SparkContext
-        log.warning("cannot read Spark local property %s: %r", QUERY_ID_PROPERTY, exc)
+    except Exception as exc:  # a Spark Connect session has no SparkContext
+        log.debug("no Spark local property %s here (%r); the query is named by checkpointLocation",
+                  QUERY_ID_PROPERTY, exc)
         return None
+
+
+def _get_option(options: Mapping[str, str], name: str) -> str | None:
+    for key, value in options.items():
+        if key.lower() == name.lower():
+            return str(value)
+    return None
+
+
+def _pop_option(options: dict[str, str], name: str) -> str | None:
+    found = [key for key in options if key.lower() == name.lower()]
+    if len(found) > 1:
+        raise KafkaEosOptionError(f"exactly_once_foreach_batch: option {name} is given twice ({found})")
+    return str(options.pop(found[0])) if found else None
+
+
+def _join(location: str, name: str) -> str:
+    return posixpath.join(location, name) if ":" in location.split("/", 1)[0] else os.path.join(location, name)

@@ -1,0 +1,142 @@
+"""The kit over Spark Connect (``sc://``), on a real Kafka broker and a real Spark Connect server.
+
+The server is ``KAFKA_EOS_SPARK_CONNECT_URL`` (``sc://host:port``, a running server whose Python has
+the kit and sees this machine's paths; the crash tests need a server of their own and are then
+skipped), else one started from the installed pyspark by ``SparkConnectServer`` on loopback; a
+server that cannot start skips the tests with the reason. The client is a separate process
+(``connect_job.py``), as a user's would be: each API copies the input (3000 orders, an aborted
+transaction in the middle) exactly once:
+
+- the streaming sink (``writeStream.format("kafka-eos")``);
+- the foreachBatch helper, bound to its query by ``checkpointLocation``;
+- a batch write (``df.write.format("kafka-eos")``).
+
+Then the server is SIGKILLed (JVM and Python workers: a failpoint in its environment kills its
+process group) at ``after_checkpoint_stored`` and at ``mid_commit``. The client does not reconnect:
+it is ended, a new server is started, and the query is submitted again from the same
+checkpointLocation, which must complete the output exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
+from twophase import failpoints
+from twophase.checkpoint_store import FileCheckpointStore
+
+pytestmark = [pytest.mark.spark, pytest.mark.spark_connect]
+
+JOB = Path(__file__).resolve().parent / "connect_job.py"
+URL_ENV = "KAFKA_EOS_SPARK_CONNECT_URL"
+RECORDS = 3000
+BATCH = 500
+KILLED = -signal.SIGKILL
+
+
+def _server_or_skip(work_dir: Path, failpoint_spec: str | None = None):  # type: ignore[no-untyped-def]
+    pytest.importorskip("grpc", reason="the Spark Connect client needs pyspark[connect]: pip install -e '.[test]'")
+    from kafka_testkit.spark_connect_server import SparkConnectServer, SparkConnectServerError
+
+    server = SparkConnectServer(work_dir, failpoints=failpoint_spec)
+    try:
+        server.start()
+    except SparkConnectServerError as exc:
+        pytest.skip(f"no Spark Connect server: set {URL_ENV}, or fix: {str(exc).splitlines()[0]}")
+    return server
+
+
+@pytest.fixture(scope="module")
+def connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    external = os.environ.get(URL_ENV, "").strip()
+    if external:
+        yield external
+        return
+    server = _server_or_skip(tmp_path_factory.mktemp("connect-server"))
+    try:
+        assert server.url is not None
+        yield server.url
+    finally:
+        server.stop()
+
+
+def start_client(url: str, bootstrap: str, source: str, sink: str, checkpoint: Path, state_dir: Path | None,
+                 api: str) -> subprocess.Popen[str]:
+    command = [sys.executable, str(JOB), "--remote", url, "--bootstrap", bootstrap, "--input", source,
+               "--output", sink, "--checkpoint-dir", str(checkpoint), "--api", api,
+               "--max-offsets-per-trigger", str(BATCH)]
+    if state_dir is not None:
+        command += ["--state-dir", str(state_dir)]
+    environment = {k: v for k, v in os.environ.items() if k not in (failpoints.ENV_VAR, "SPARK_REMOTE")}
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment,
+                            start_new_session=True)
+
+
+def run_client(*args: object) -> subprocess.CompletedProcess[str]:
+    client = start_client(*args)  # type: ignore[arg-type]
+    try:
+        stdout, stderr = client.communicate(timeout=900)
+    except subprocess.TimeoutExpired:
+        os.killpg(client.pid, signal.SIGKILL)
+        stdout, stderr = client.communicate()
+    return subprocess.CompletedProcess(client.args, client.returncode, stdout, stderr)
+
+
+@pytest.mark.parametrize("api", ["sink", "foreach-batch", "batch"])
+def test_each_api_over_spark_connect_is_exactly_once(kafka_bootstrap, kafka_clients, connect_url, unique_name,
+                                                      tmp_path, api):
+    source, sink, ids = topics_with_orders(kafka_clients, unique_name, RECORDS)
+    # The batch write's state: a path the server reaches (its default is under the server's HOME).
+    state_dir = tmp_path / "batch-state" if api == "batch" else None
+    done = run_client(connect_url, kafka_bootstrap, source, sink, tmp_path / "checkpoint", state_dir, api)
+    assert done.returncode == 0, done.stderr[-4000:]
+    wait_until_stable(kafka_clients, sink)
+    assert_exactly_once(read_committed_values(kafka_clients, sink), ids, copied_id)
+    if api != "batch":
+        assert (tmp_path / "checkpoint" / "kafka-eos").is_dir(), "the state is not in <checkpointLocation>/kafka-eos"
+
+
+@pytest.mark.parametrize("api", ["sink", "foreach-batch"])
+@pytest.mark.parametrize("failpoint", ["after_checkpoint_stored", "mid_commit"])
+def test_server_killed_then_query_resubmitted_from_its_checkpoint_is_exactly_once(
+        kafka_bootstrap, kafka_clients, unique_name, tmp_path, failpoint, api):
+    if os.environ.get(URL_ENV, "").strip():
+        pytest.skip(f"{URL_ENV} names a server the tests did not start, so they cannot kill it")
+    source, sink, ids = topics_with_orders(kafka_clients, unique_name, RECORDS)
+    checkpoint = tmp_path / "checkpoint"
+    # Hit 2: the server's commit runs in a reused Python worker, which reaches it in the second
+    # batch of six; the first batch was committed before the kill.
+    server = _server_or_skip(tmp_path / "server-1", f"{failpoint}:exit@2")
+    try:
+        client = start_client(server.url, kafka_bootstrap, source, sink, checkpoint, None, api)
+        try:
+            status = server.wait_for_exit(timeout_s=900)
+        finally:
+            # The client does not reconnect to a lost server: end it, as a user would resubmit.
+            if client.poll() is None:
+                os.killpg(client.pid, signal.SIGKILL)
+            _, client_stderr = client.communicate()
+        assert status == KILLED, f"server exit {status}\n{server.log_tail()}\n{client_stderr[-3000:]}"
+    finally:
+        server.stop()
+    assert len(read_committed_values(kafka_clients, sink)) < RECORDS, "the server died after finishing"
+    stored = FileCheckpointStore(str(checkpoint / "kafka-eos"), check_writable=False)
+    assert stored.checkpoint_ids(), "nothing stored before the kill"
+    assert not stored.is_committed(stored.checkpoint_ids()[-1]), "the kill did not hit the commit window"
+
+    server = _server_or_skip(tmp_path / "server-2")
+    try:
+        done = run_client(server.url, kafka_bootstrap, source, sink, checkpoint, None, api)
+        assert done.returncode == 0, done.stderr[-4000:]
+    finally:
+        server.stop()
+    wait_until_stable(kafka_clients, sink)
+    assert_exactly_once(read_committed_values(kafka_clients, sink), ids, copied_id)
+    assert kafka_clients.txn_control().list_open_transactions("kafka-eos-") == []

@@ -1,0 +1,155 @@
+"""Which query the foreachBatch helper binds its state to, without a Spark session: Spark's local
+property on classic sessions, the query's checkpointLocation (its ``metadata``) on Spark Connect."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from connectors.spark.foreach_batch import bound_query_id, exactly_once_foreach_batch
+from connectors.spark.options import KafkaEosOptionError
+
+SINK = {"kafka.bootstrap.servers": "localhost:9092", "topic": "out"}
+
+
+class _Session:
+    def __init__(self, local_query_id: str | None, connect: bool) -> None:
+        self._local = local_query_id
+        self._connect = connect
+
+    @property
+    def sparkContext(self) -> Any:  # noqa: N802 (Spark's name)
+        if self._connect:
+            raise RuntimeError("[NOT_IMPLEMENTED] sparkContext() is not implemented.")  # as Spark Connect does
+        return type("SC", (), {"getLocalProperty": lambda _self, key: self._local})()
+
+
+class _Writer:
+    """Records the batch write the helper makes (``df.write.format(...).options(...)...save()``)."""
+
+    def __init__(self, saved: list[dict[str, str]]) -> None:
+        self._saved = saved
+        self._options: dict[str, str] = {}
+
+    def format(self, name: str) -> "_Writer":
+        self._options["<format>"] = name
+        return self
+
+    def options(self, **options: str) -> "_Writer":
+        self._options.update(options)
+        return self
+
+    def option(self, key: str, value: str) -> "_Writer":
+        self._options[key] = value
+        return self
+
+    def mode(self, mode: str) -> "_Writer":
+        self._options["<mode>"] = mode
+        return self
+
+    def save(self) -> None:
+        self._saved.append(self._options)
+
+
+class _BatchDF:
+    def __init__(self, local_query_id: str | None = None, connect: bool = False) -> None:
+        self.sparkSession = _Session(local_query_id, connect)
+        self.saved: list[dict[str, str]] = []
+
+    @property
+    def write(self) -> _Writer:
+        return _Writer(self.saved)
+
+
+def started_query(checkpoint: Path, query_id: str) -> str:
+    """A checkpoint folder as Spark leaves it once a query started there."""
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    (checkpoint / "metadata").write_text(json.dumps({"id": query_id}) + "\n")
+    return str(checkpoint)
+
+
+def test_classic_session_binds_to_the_local_property_as_before(tmp_path):
+    handler = exactly_once_foreach_batch(lambda df, batch_id: df, **SINK, **{"eos.stateDir": str(tmp_path / "s")})
+    batch = _BatchDF(local_query_id="q-classic")
+    handler(batch, 0)
+    [write] = batch.saved
+    assert write["eos.queryId"] == "q-classic" and write["eos.checkpointId"] == "0"
+    assert write["eos.stateDir"] == str(tmp_path / "s") and write["<mode>"] == "append"
+
+
+def test_connect_session_binds_to_the_query_of_the_checkpoint_location(tmp_path):
+    checkpoint = started_query(tmp_path / "chk", "q-connect")
+    handler = exactly_once_foreach_batch(lambda df, batch_id: df, **SINK, checkpointLocation=checkpoint)
+    batch = _BatchDF(connect=True)
+    handler(batch, 3)
+    [write] = batch.saved
+    assert write["eos.queryId"] == "q-connect" and write["eos.checkpointId"] == "3"
+    assert write["eos.stateDir"] == str(tmp_path / "chk" / "kafka-eos"), "the streaming sink's default"
+    assert not any(k.lower() == "checkpointlocation" for k in write), "the batch write has no checkpoint"
+
+
+def test_an_explicit_state_dir_is_kept_with_a_checkpoint_location(tmp_path):
+    checkpoint = started_query(tmp_path / "chk", "q-1")
+    handler = exactly_once_foreach_batch(lambda df, batch_id: df, **SINK, checkpointLocation=checkpoint,
+                                         **{"eos.stateDir": str(tmp_path / "elsewhere")})
+    batch = _BatchDF(connect=True)
+    handler(batch, 0)
+    assert batch.saved[0]["eos.stateDir"] == str(tmp_path / "elsewhere")
+
+
+def test_connect_without_checkpoint_location_is_refused_naming_the_option(tmp_path):
+    handler = exactly_once_foreach_batch(lambda df, batch_id: df, **SINK, **{"eos.stateDir": str(tmp_path / "s")})
+    batch = _BatchDF(connect=True)
+    with pytest.raises(KafkaEosOptionError, match="no Spark local property sql.streaming.queryId .*checkpointLocation="):
+        handler(batch, 0)
+    assert batch.saved == [], "an unbound batch must write nothing"
+
+
+def test_both_given_and_the_same_query_is_accepted(tmp_path):
+    checkpoint = started_query(tmp_path / "chk", "q-same")
+    assert bound_query_id(_BatchDF(local_query_id="q-same"), checkpoint) == "q-same"
+
+
+def test_both_given_for_different_queries_is_refused(tmp_path):
+    checkpoint = started_query(tmp_path / "chk", "q-other")
+    handler = exactly_once_foreach_batch(lambda df, batch_id: df, **SINK, checkpointLocation=checkpoint)
+    batch = _BatchDF(local_query_id="q-running")
+    with pytest.raises(KafkaEosOptionError, match="checkpointLocation=.* belongs to query q-other, but the query "
+                                                  "running this function is q-running"):
+        handler(batch, 0)
+    assert batch.saved == []
+
+
+def test_a_checkpoint_location_without_a_started_query_is_named(tmp_path):
+    handler = exactly_once_foreach_batch(lambda df, batch_id: df, **SINK,
+                                         checkpointLocation=str(tmp_path / "nowhere"))
+    with pytest.raises(KafkaEosOptionError, match=r"option checkpointLocation=.*nowhere.* holds no started query.*"
+                                                  r"metadata does not exist"):
+        handler(_BatchDF(connect=True), 0)
+
+
+def test_neither_state_dir_nor_checkpoint_location_is_refused_at_once():
+    with pytest.raises(KafkaEosOptionError, match="needs checkpointLocation .* or eos.stateDir"):
+        exactly_once_foreach_batch(lambda df, batch_id: df, **SINK)
+
+
+@pytest.mark.parametrize("bad", [{"checkpointLocation": " "},
+                                 {"checkpointLocation": "/a", "checkpointlocation": "/b"}])
+def test_a_malformed_checkpoint_location_is_refused(bad):
+    with pytest.raises(KafkaEosOptionError, match="checkpointLocation"):
+        exactly_once_foreach_batch(lambda df, batch_id: df, **SINK, **bad)
+
+
+def test_state_dir_next_to_a_uri_checkpoint_location():
+    handler = exactly_once_foreach_batch(lambda df, batch_id: df, **SINK, checkpointLocation="s3a://bucket/chk/q")
+    assert handler is not None  # the state URI is built with '/', not the local separator
+
+
+@pytest.mark.parametrize("internal", ["eos.checkpointId", "eos.queryId"])
+def test_internal_options_stay_internal(tmp_path, internal):
+    with pytest.raises(KafkaEosOptionError, match=f"{internal} is set by exactly_once_foreach_batch"):
+        exactly_once_foreach_batch(lambda df, batch_id: df, **SINK, checkpointLocation=str(tmp_path),
+                                   **{internal: "1"})
