@@ -1,0 +1,50 @@
+"""What the Spark sink records about each checkpoint it commits (twophase.checkpoint_statistics).
+
+One call per outcome, made by the commit path: :func:`record_commit` when a batch's commit log
+line is written, :func:`record_recovery` when a restarted driver committed a checkpoint the
+crashed one had stored, :func:`record_lost` when a transaction could not be committed. Each turns
+Kafka committables into counts and the sink's options into the settings ``kafka-eos status``
+needs, and never raises.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from connectors.kafka.committable import KafkaCommittable
+from connectors.spark.options import SinkOptions
+from twophase.checkpoint_statistics import CheckpointOutcome, CommitTimings, record_statistics
+from twophase.checkpoint_store import FileCheckpointStore
+
+
+def _record(options: SinkOptions, store: FileCheckpointStore, checkpoint_id: int,
+            committables: Sequence[KafkaCommittable], outcome: CheckpointOutcome, **figures: object) -> None:
+    config = options.config
+    record_statistics(
+        store, checkpoint_id, outcome=outcome,
+        records=sum(c.record_count for c in committables),
+        transactions=sum(1 for c in committables if c.transactional_id is not None and c.record_count),
+        transactional_id_prefix=config.transactional_id_prefix if config.exactly_once else None,
+        transaction_timeout_ms=config.transaction_timeout_ms,
+        restart_budget_ms=config.restart_budget_ms,
+        **figures,  # type: ignore[arg-type]
+    )
+
+
+def record_commit(options: SinkOptions, store: FileCheckpointStore, checkpoint_id: int,
+                  committables: Sequence[KafkaCommittable], timings: CommitTimings,
+                  lingering_aborted: Sequence[str]) -> None:
+    _record(options, store, checkpoint_id, committables, CheckpointOutcome.COMMITTED, timings=timings,
+            lingering_aborted=tuple(lingering_aborted))
+
+
+def record_recovery(options: SinkOptions, store: FileCheckpointStore, checkpoint_id: int,
+                    committables: Sequence[KafkaCommittable], end_txn_ms: float) -> None:
+    _record(options, store, checkpoint_id, committables, CheckpointOutcome.RECOVERED,
+            timings=CommitTimings(total_ms=end_txn_ms, end_txn_ms=end_txn_ms))
+
+
+def record_lost(options: SinkOptions, store: FileCheckpointStore, checkpoint_id: int,
+                committables: Sequence[KafkaCommittable], lost_transactional_ids: Sequence[str]) -> None:
+    _record(options, store, checkpoint_id, committables, CheckpointOutcome.LOST,
+            lost_transactions=tuple(lost_transactional_ids))
