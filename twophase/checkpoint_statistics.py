@@ -204,12 +204,15 @@ def record_statistics(store: FileCheckpointStore, checkpoint_id: int, *, outcome
                       records: int, transactions: int, timings: CommitTimings | None = None,
                       lingering_aborted: Sequence[str] = (), lost_transactions: Sequence[str] = (),
                       transactional_id_prefix: str | None = None, transaction_timeout_ms: int | None = None,
-                      restart_budget_ms: int | None = None) -> CheckpointStatistics | None:
+                      restart_budget_ms: int | None = None,
+                      totals_before: StatisticsTotals | None = None) -> CheckpointStatistics | None:
     """Write checkpoint ``checkpoint_id``'s statistics once; never raises.
 
-    Costs one read (the newest earlier record, for the running totals) and one conditional
-    create. Returns what was written, or None when nothing was (already recorded, checkpoint not
-    stored, or an error, which is logged)."""
+    ``totals_before``: the running totals before this checkpoint, read with :func:`totals_before`
+    before the checkpoint was stored (storing it may subsume the previous one, and its record
+    with it, when only one checkpoint is retained); without it they are read now. Costs that read
+    and one conditional create. Returns what was written, or None when nothing was (already
+    recorded, checkpoint not stored, or an error, which is logged)."""
     try:
         stats = CheckpointStatistics(
             checkpoint_id=checkpoint_id, written_at_ms=int(time.time() * 1000), outcome=outcome,
@@ -221,8 +224,9 @@ def record_statistics(store: FileCheckpointStore, checkpoint_id: int, *, outcome
             log.warning("checkpoint %d: not stored in %s; its statistics are not recorded",
                         checkpoint_id, store.directory)
             return None
-        previous = _previous(store, checkpoint_id)
-        stats = replace(stats, totals=(previous.totals if previous else StatisticsTotals()).plus(stats))
+        if totals_before is None:
+            totals_before = totals_before_checkpoint(store, checkpoint_id)
+        stats = replace(stats, totals=totals_before.plus(stats))
         store.add_checkpoint_file(checkpoint_id, STATISTICS_FILE, encode_statistics(stats))
         return stats
     except FileExistsError:
@@ -233,9 +237,15 @@ def record_statistics(store: FileCheckpointStore, checkpoint_id: int, *, outcome
     return None
 
 
-def _previous(store: FileCheckpointStore, checkpoint_id: int) -> CheckpointStatistics | None:
-    for earlier in reversed([cid for cid in statistics_ids(store) if cid < checkpoint_id]):
-        stats = read_statistics(store, earlier)
-        if stats is not None:
-            return stats
-    return None
+def totals_before_checkpoint(store: FileCheckpointStore, checkpoint_id: int) -> StatisticsTotals:
+    """The running totals of the newest record older than ``checkpoint_id``; never raises (zero
+    totals when there is none or it cannot be read)."""
+    try:
+        for earlier in reversed([cid for cid in statistics_ids(store) if cid < checkpoint_id]):
+            stats = read_statistics(store, earlier)
+            if stats is not None:
+                return stats.totals
+    except Exception as exc:  # noqa: BLE001 - figures must never fail a commit
+        log.warning("checkpoint %d: reading the previous statistics in %s failed (%r)", checkpoint_id,
+                    store.directory, exc)
+    return StatisticsTotals()

@@ -23,7 +23,7 @@ from connectors.kafka.committable import KafkaCommittable
 from connectors.kafka.committer import KafkaTransactionCommitter
 from connectors.kafka.errors import TransactionLostError
 from connectors.kafka.transactional_ids import TransactionalIdPool
-from connectors.spark.commit_statistics import record_commit, record_lost, record_recovery
+from connectors.spark.commit_statistics import record_commit, record_lost, record_recovery, totals_before
 from connectors.spark.options import SinkOptions
 from twophase import failpoints
 from twophase.checkpoint_statistics import CommitTimings
@@ -153,6 +153,7 @@ class SparkCommitProtocol:
                 "transactions were aborted and the batch fails, to be replayed")
         coordinator, participant = self._coordinator()
         coordinator.restore()
+        statistics_before = totals_before(self.store, checkpoint_id)
         coordinator.trigger_checkpoint(checkpoint_id=checkpoint_id)
         participant.acknowledging(checkpoint_id, committables)
         acknowledged = time.monotonic()
@@ -169,7 +170,7 @@ class SparkCommitProtocol:
                  len(committables), sum(c.record_count for c in committables), (ended - started) * 1000,
                  (acknowledged - started) * 1000, (notify[0] - acknowledged) * 1000,
                  (notify[1] - notify[0]) * 1000, (completed - notify[1]) * 1000, (ended - completed) * 1000)
-        record_commit(self.options, self.store, checkpoint_id, committables, timings, lingering)
+        record_commit(self.options, self.store, checkpoint_id, committables, timings, lingering, statistics_before)
 
     def abort(self, messages: Sequence[Any], checkpoint_id: int) -> None:
         committables = [KafkaCommittable.from_json(m.committable) for m in messages

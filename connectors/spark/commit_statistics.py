@@ -13,7 +13,13 @@ from typing import Sequence
 
 from connectors.kafka.committable import KafkaCommittable
 from connectors.spark.options import SinkOptions
-from twophase.checkpoint_statistics import CheckpointOutcome, CommitTimings, record_statistics
+from twophase.checkpoint_statistics import (
+    CheckpointOutcome,
+    CommitTimings,
+    StatisticsTotals,
+    record_statistics,
+    totals_before_checkpoint,
+)
 from twophase.checkpoint_store import FileCheckpointStore
 
 
@@ -31,11 +37,17 @@ def _record(options: SinkOptions, store: FileCheckpointStore, checkpoint_id: int
     )
 
 
+def totals_before(store: FileCheckpointStore, checkpoint_id: int) -> StatisticsTotals:
+    """Read before checkpoint ``checkpoint_id`` is stored: storing it may subsume the record that
+    holds the running totals (with ``eos.retainedCheckpoints=1``). One small read; never raises."""
+    return totals_before_checkpoint(store, checkpoint_id)
+
+
 def record_commit(options: SinkOptions, store: FileCheckpointStore, checkpoint_id: int,
                   committables: Sequence[KafkaCommittable], timings: CommitTimings,
-                  lingering_aborted: Sequence[str]) -> None:
+                  lingering_aborted: Sequence[str], before: StatisticsTotals | None = None) -> None:
     _record(options, store, checkpoint_id, committables, CheckpointOutcome.COMMITTED, timings=timings,
-            lingering_aborted=tuple(lingering_aborted))
+            lingering_aborted=tuple(lingering_aborted), totals_before=before)
 
 
 def record_recovery(options: SinkOptions, store: FileCheckpointStore, checkpoint_id: int,
