@@ -277,3 +277,51 @@ def test_the_plot_is_drawn(tmp_path, capsys):
     assert cli.main(["status", "--checkpoint-location", str(query.location), "--bootstrap",
                      query.fake.bootstrap_servers, "--plot", str(plot)]) == 0
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+class _Progress:
+    def __init__(self, query_id: str) -> None:
+        self.id = query_id
+
+
+class _ProgressEvent:
+    def __init__(self, query_id: str) -> None:
+        self.progress = _Progress(query_id)
+
+
+def test_the_listener_publishes_its_query_metrics_for_the_textfile_collector(tmp_path, caplog):
+    import pickle
+
+    from connectors.spark.metrics_listener import KafkaEosMetricsListener
+
+    query = new_query(tmp_path, retained=3)
+    query.run_batch(0)
+    textfile = tmp_path / "node-exporter" / "kafka_eos.prom"
+    textfile.parent.mkdir()
+    listener = KafkaEosMetricsListener(str(query.location), textfile=str(textfile),
+                                       bootstrap=query.fake.bootstrap_servers)
+    listener = pickle.loads(pickle.dumps(listener))  # as Spark Connect ships it to the server
+    listener.onQueryProgress(_ProgressEvent("another-query"))
+    assert not textfile.exists()
+    listener.onQueryProgress(_ProgressEvent(QUERY_ID))
+    families = {f.name: f for f in text_string_to_metric_families(textfile.read_text())}
+    assert families["kafka_eos_checkpoints_committed"].samples[0].value == 1
+    assert families["kafka_eos_source_lag_records"].samples[0].value == query.source_offsets[-1] - 10
+
+    broken = KafkaEosMetricsListener(str(tmp_path / "nowhere"), textfile=str(textfile))
+    broken.onQueryProgress(_ProgressEvent(QUERY_ID))  # logged, never raised into the query
+    assert "were not published" in caplog.text
+    with pytest.raises(ValueError, match="pushgateway"):
+        KafkaEosMetricsListener(str(query.location))
+
+
+def test_the_sample_alert_rules_use_only_metrics_that_exist(tmp_path):
+    import re
+    from pathlib import Path
+
+    query = new_query(tmp_path, retained=3)
+    query.run_batch(0)
+    exposed = {s.name for f in text_string_to_metric_families(exposition(query.status())) for s in f.samples}
+    rules = (Path(__file__).resolve().parent.parent / "examples" / "prometheus-alerts.yml").read_text()
+    used = set(re.findall(r"\bkafka_eos_[a-z_]+", rules))
+    assert used and used <= exposed, sorted(used - exposed)
