@@ -205,8 +205,10 @@ def _settings(status: QueryStatus, store: FileCheckpointStore) -> None:
     newest = next((s for s in reversed(status.history) if s.transactional_id_prefix), None)
     if newest is not None:
         status.transactional_id_prefix = newest.transactional_id_prefix
-        status.transaction_timeout_ms = newest.transaction_timeout_ms or status.transaction_timeout_ms
-        status.restart_budget_ms = newest.restart_budget_ms or status.restart_budget_ms
+        if newest.transaction_timeout_ms is not None:
+            status.transaction_timeout_ms = newest.transaction_timeout_ms
+        if newest.restart_budget_ms is not None:  # 0 is a budget too
+            status.restart_budget_ms = newest.restart_budget_ms
         status.settings_from = "statistics"
         return
     latest = store.latest()
