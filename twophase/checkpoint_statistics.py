@@ -115,6 +115,9 @@ class CheckpointStatistics:
     timings: CommitTimings | None = None
     lingering_aborted: tuple[str, ...] = ()
     lost_transactions: tuple[str, ...] = ()
+    #: How long the checkpoint's oldest transaction had been open when its commit was confirmed:
+    #: the figure to hold against the transaction timeout (a recovery shows the restart's delay).
+    oldest_transaction_age_ms: int | None = None
     #: The sink's settings, so ``status`` needs none of the query's options.
     transactional_id_prefix: str | None = None
     transaction_timeout_ms: int | None = None
@@ -154,6 +157,7 @@ def decode_statistics(data: bytes) -> CheckpointStatistics:
             timings=None if timings is None else CommitTimings(**{k: float(v) for k, v in timings.items()}),
             lingering_aborted=tuple(str(t) for t in body.get("lingering_aborted", ())),
             lost_transactions=tuple(str(t) for t in body.get("lost_transactions", ())),
+            oldest_transaction_age_ms=_optional_int(body.get("oldest_transaction_age_ms")),
             transactional_id_prefix=body.get("transactional_id_prefix"),
             transaction_timeout_ms=_optional_int(body.get("transaction_timeout_ms")),
             restart_budget_ms=_optional_int(body.get("restart_budget_ms")),
@@ -203,7 +207,7 @@ def retained_statistics(store: FileCheckpointStore) -> list[CheckpointStatistics
 def record_statistics(store: FileCheckpointStore, checkpoint_id: int, *, outcome: CheckpointOutcome,
                       records: int, transactions: int, timings: CommitTimings | None = None,
                       lingering_aborted: Sequence[str] = (), lost_transactions: Sequence[str] = (),
-                      transactional_id_prefix: str | None = None, transaction_timeout_ms: int | None = None,
+                      oldest_transaction_begin_ms: int | None = None, transactional_id_prefix: str | None = None, transaction_timeout_ms: int | None = None,
                       restart_budget_ms: int | None = None,
                       totals_before: StatisticsTotals | None = None) -> CheckpointStatistics | None:
     """Write checkpoint ``checkpoint_id``'s statistics once; never raises.
@@ -214,10 +218,13 @@ def record_statistics(store: FileCheckpointStore, checkpoint_id: int, *, outcome
     and one conditional create. Returns what was written, or None when nothing was (already
     recorded, checkpoint not stored, or an error, which is logged)."""
     try:
+        now_ms = int(time.time() * 1000)
         stats = CheckpointStatistics(
-            checkpoint_id=checkpoint_id, written_at_ms=int(time.time() * 1000), outcome=outcome,
+            checkpoint_id=checkpoint_id, written_at_ms=now_ms, outcome=outcome,
             records=records, transactions=transactions, timings=timings,
             lingering_aborted=tuple(lingering_aborted), lost_transactions=tuple(lost_transactions),
+            oldest_transaction_age_ms=(None if oldest_transaction_begin_ms is None
+                                       else max(0, now_ms - oldest_transaction_begin_ms)),
             transactional_id_prefix=transactional_id_prefix, transaction_timeout_ms=transaction_timeout_ms,
             restart_budget_ms=restart_budget_ms)
         if checkpoint_id not in store.ids_with_file(METADATA_FILE):

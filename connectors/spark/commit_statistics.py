@@ -26,10 +26,12 @@ from twophase.checkpoint_store import FileCheckpointStore
 def _record(options: SinkOptions, store: FileCheckpointStore, checkpoint_id: int,
             committables: Sequence[KafkaCommittable], outcome: CheckpointOutcome, **figures: object) -> None:
     config = options.config
+    transactional = [c for c in committables if c.transactional_id is not None and c.record_count]
     record_statistics(
         store, checkpoint_id, outcome=outcome,
         records=sum(c.record_count for c in committables),
-        transactions=sum(1 for c in committables if c.transactional_id is not None and c.record_count),
+        transactions=len(transactional),
+        oldest_transaction_begin_ms=min((c.begin_timestamp_ms for c in transactional), default=None),
         transactional_id_prefix=config.transactional_id_prefix if config.exactly_once else None,
         transaction_timeout_ms=config.transaction_timeout_ms,
         restart_budget_ms=config.restart_budget_ms,

@@ -121,6 +121,12 @@ class QueryStatusCollector(Collector):
                                     labels=["query_id"])
         records.add_metric(q, newest.records)
         yield records
+        age = GaugeMetricFamily(f"{PREFIX}_last_commit_oldest_transaction_age_seconds",
+                                "How long the newest checkpoint's oldest transaction was open when its commit "
+                                "was confirmed.", labels=["query_id"])
+        if newest.oldest_transaction_age_ms is not None:
+            age.add_metric(q, newest.oldest_transaction_age_ms / 1000)
+        yield age
 
 
 def _bound(seconds: float) -> str:

@@ -136,6 +136,7 @@ def _history_entry(stats: CheckpointStatistics) -> dict[str, Any]:
             "prepare": round(stats.timings.prepare_ms, 1), "store": round(stats.timings.store_ms, 1),
             "end_txn": round(stats.timings.end_txn_ms, 1), "mark": round(stats.timings.mark_ms, 1),
             "sweep": round(stats.timings.sweep_ms, 1)},
+        "oldest_transaction_age_ms": stats.oldest_transaction_age_ms,
         "lingering_aborted": list(stats.lingering_aborted),
         "lost_transactions": list(stats.lost_transactions),
     }

@@ -1,9 +1,10 @@
 """``kafka-eos status --plot``: the retained history of a query as one PNG.
 
 Three panels, like the commit-latency plot of ``kafka-eos replay``'s report: the commit time of
-each retained checkpoint split into its parts, the records (and transactions) of each, and the
-age of every transaction of the sink open now against half its timeout (the alert threshold) and
-the timeout (where the broker aborts it).
+each retained checkpoint split into its parts; the records (and transactions) of each; and how
+old each checkpoint's oldest transaction was when its commit was confirmed, followed by the
+oldest transaction open now, against half the timeout (the alert threshold) and the timeout
+(where the broker aborts it).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def plot_status(status: QueryStatus, path: Path) -> Path:
     commit_ax.set_ylabel("commit time (ms)")
     commit_ax.set_title("commit time per checkpoint, by part")
     commit_ax.set_xticks(x, labels, fontsize=8)
+    commit_ax.margins(y=0.25)  # room for the legend above the tallest bar
     commit_ax.legend(fontsize=8, ncols=5, loc="upper left")
     if not history:
         commit_ax.text(0.5, 0.5, "no statistics retained", ha="center", va="center", transform=commit_ax.transAxes)
@@ -51,23 +53,30 @@ def plot_status(status: QueryStatus, path: Path) -> Path:
     records_ax.set_xticks(x, labels, fontsize=8)
     records_ax.set_xlabel("checkpoint (= Spark batch id)")
 
+    # Transaction age: of each retained checkpoint's oldest transaction when its commit was
+    # confirmed, then of the oldest transaction open now; against the alert line and the timeout.
     txns = status.open_transactions
-    txn_ax.set_title(f"open transactions now ({len(txns)}), age against the timeout")
+    ages = [(s.oldest_transaction_age_ms or 0) / 1000 for s in history]
+    age_labels = list(labels)
+    colors = ["tab:purple"] * len(history)
     if txns:
-        y = list(range(len(txns)))
-        txn_ax.barh(y, [t.age_ms / 1000 for t in txns], color="tab:orange")
-        txn_ax.set_yticks(y, [t.transactional_id for t in txns], fontsize=7)
-        timeout_s = max(t.timeout_ms for t in txns) / 1000
-        txn_ax.axvline(timeout_s / 2, color="tab:red", linestyle="--", label=f"alert: half the timeout ({timeout_s / 2:.0f} s)")
-        txn_ax.axvline(timeout_s, color="black", label=f"timeout ({timeout_s:.0f} s): the broker aborts")
-        txn_ax.legend(fontsize=8, loc="lower right")
-        txn_ax.set_xlabel("age (s)")
-    else:
-        txn_ax.text(0.5, 0.5, "no open transaction", ha="center", va="center", transform=txn_ax.transAxes)
-        txn_ax.set_yticks([])
+        oldest = max(txns, key=lambda t: t.age_ms)
+        ages.append(oldest.age_ms / 1000)
+        age_labels.append(f"open now ({len(txns)})")
+        colors.append("tab:red")
+    txn_ax.bar(range(len(ages)), ages, color=colors)
+    txn_ax.set_xticks(range(len(ages)), age_labels, fontsize=8)
+    txn_ax.set_ylabel("age (s)")
+    timeout_s = (max((t.timeout_ms for t in txns), default=0) or status.transaction_timeout_ms) / 1000
+    txn_ax.set_title(f"oldest transaction's age at commit, and now ({len(txns)} open); "
+                     f"alert at {timeout_s / 2:.0f} s, broker aborts at {timeout_s:.0f} s")
+    if max(ages, default=0) >= timeout_s / 10:  # the lines would flatten the bars otherwise
+        txn_ax.axhline(timeout_s / 2, color="tab:red", linestyle="--", label="half the timeout (alert)")
+        txn_ax.axhline(timeout_s, color="black", label="timeout")
+        txn_ax.legend(fontsize=8, loc="upper left")
     if status.pending is not None:
-        txn_ax.text(0.01, 0.95, f"pending checkpoint {status.pending.id}, stored {status.pending.age_ms / 1000:.0f} s ago",
-                    transform=txn_ax.transAxes, va="top", color="tab:red", fontsize=9)
+        txn_ax.text(0.99, 0.95, f"pending checkpoint {status.pending.id}, stored {status.pending.age_ms / 1000:.1f} s ago",
+                    transform=txn_ax.transAxes, ha="right", va="top", color="tab:red", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
