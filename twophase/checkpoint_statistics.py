@@ -247,8 +247,25 @@ def record_statistics(store: FileCheckpointStore, checkpoint_id: int, *, outcome
 def totals_before_checkpoint(store: FileCheckpointStore, checkpoint_id: int) -> StatisticsTotals:
     """The running totals of the newest record older than ``checkpoint_id``; never raises (zero
     totals when there is none or it cannot be read)."""
+    return read_totals(store, earlier_statistics_ids(store, checkpoint_id), checkpoint_id)
+
+
+def earlier_statistics_ids(store: FileCheckpointStore, checkpoint_id: int) -> list[int]:
+    """Ids older than ``checkpoint_id`` with statistics, newest first: from the store's listing,
+    so call it from the thread that writes through the store."""
     try:
-        for earlier in reversed([cid for cid in statistics_ids(store) if cid < checkpoint_id]):
+        return [cid for cid in reversed(statistics_ids(store)) if cid < checkpoint_id]
+    except Exception as exc:  # noqa: BLE001 - figures must never fail a commit
+        log.warning("checkpoint %d: listing the previous statistics in %s failed (%r)", checkpoint_id,
+                    store.directory, exc)
+        return []
+
+
+def read_totals(store: FileCheckpointStore, newest_first: Sequence[int], checkpoint_id: int) -> StatisticsTotals:
+    """The totals of the first readable record of ``newest_first``; only reads files, so it may
+    run in another thread while the store writes."""
+    try:
+        for earlier in newest_first:
             stats = read_statistics(store, earlier)
             if stats is not None:
                 return stats.totals

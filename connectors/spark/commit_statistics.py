@@ -9,6 +9,7 @@ needs, and never raises.
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Sequence
 
 from connectors.kafka.committable import KafkaCommittable
@@ -17,8 +18,9 @@ from twophase.checkpoint_statistics import (
     CheckpointOutcome,
     CommitTimings,
     StatisticsTotals,
+    earlier_statistics_ids,
+    read_totals,
     record_statistics,
-    totals_before_checkpoint,
 )
 from twophase.checkpoint_store import FileCheckpointStore
 
@@ -39,17 +41,24 @@ def _record(options: SinkOptions, store: FileCheckpointStore, checkpoint_id: int
     )
 
 
-def totals_before(store: FileCheckpointStore, checkpoint_id: int) -> StatisticsTotals:
-    """Read before checkpoint ``checkpoint_id`` is stored: storing it may subsume the record that
-    holds the running totals (with ``eos.retainedCheckpoints=1``). One small read; never raises."""
-    return totals_before_checkpoint(store, checkpoint_id)
+def totals_before(store: FileCheckpointStore, checkpoint_id: int) -> "Future[StatisticsTotals]":
+    """Start reading the running totals before checkpoint ``checkpoint_id`` is stored (storing it
+    may subsume the record that holds them, with ``eos.retainedCheckpoints=1``). The read (one
+    small GET) runs while the checkpoint is committed, so it adds nothing to the commit; the
+    result never raises."""
+    ids = earlier_statistics_ids(store, checkpoint_id)
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-eos-statistics")
+    try:
+        return executor.submit(read_totals, store, ids, checkpoint_id)
+    finally:
+        executor.shutdown(wait=False)
 
 
 def record_commit(options: SinkOptions, store: FileCheckpointStore, checkpoint_id: int,
                   committables: Sequence[KafkaCommittable], timings: CommitTimings,
-                  lingering_aborted: Sequence[str], before: StatisticsTotals | None = None) -> None:
+                  lingering_aborted: Sequence[str], before: "Future[StatisticsTotals] | None" = None) -> None:
     _record(options, store, checkpoint_id, committables, CheckpointOutcome.COMMITTED, timings=timings,
-            lingering_aborted=tuple(lingering_aborted), totals_before=before)
+            lingering_aborted=tuple(lingering_aborted), totals_before=None if before is None else before.result())
 
 
 def record_recovery(options: SinkOptions, store: FileCheckpointStore, checkpoint_id: int,
