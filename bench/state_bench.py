@@ -19,6 +19,9 @@ only the state's cost differs between locations):
 With ``--retained`` above the default 3 the listing grows with it: ``--retained 1000 --batches
 1100`` shows what a listing of thousands of keys costs per batch.
 
+``--without-statistics`` leaves out the per-checkpoint statistics (``chk-N/_statistics``, issue
+20: one GET before the batch is stored, one PUT after its commit), for their cost side by side.
+
 A script, not a test: it reports medians and 90th percentiles and asserts nothing.
 """
 
@@ -122,11 +125,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--retained", type=int, default=3, help="eos.retainedCheckpoints")
     parser.add_argument("--out", default="state-bench.json")
+    parser.add_argument("--without-statistics", action="store_true",
+                        help="do not record the per-checkpoint statistics (to measure what they cost)")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.without_statistics:
+        import connectors.spark.commit_protocol as commit_protocol
+
+        commit_protocol.record_commit = lambda *a, **k: None  # type: ignore[assignment]
+        commit_protocol.totals_before = lambda *a, **k: None  # type: ignore[assignment]
     results = []
     with tempfile.TemporaryDirectory(prefix="kafka-eos-state-bench-") as tmp:
         work = Path(tmp)
@@ -139,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
                     open_state_storage(location).delete_folder()
     Path(args.out).write_text(json.dumps({"batches": args.batches, "retained": args.retained,
                                           "results": results}, indent=2) + "\n")
-    print(f"{args.batches} batches, eos.retainedCheckpoints={args.retained}; ms per batch, median (p90), "
-          "first batch excluded")
+    print(f"{args.batches} batches, eos.retainedCheckpoints={args.retained}, statistics "
+          f"{'off' if args.without_statistics else 'on'}; ms per batch, median (p90), first batch excluded")
     print(f"{'state':<48} {'total':>14} {'prepare':>14} {'commit':>14} {'store':>12} {'mark':>12} {'1st batch':>10}")
     for r in results:
         def cell(key: str, width: int) -> str:

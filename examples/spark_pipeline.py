@@ -72,6 +72,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--transaction-timeout-ms", type=int, default=15 * 60 * 1000)
     parser.add_argument("--checkpoint-timeout-ms", type=int, default=10 * 60 * 1000)
     parser.add_argument("--restart-budget-ms", type=int, default=60 * 1000)
+    parser.add_argument("--retained-checkpoints", type=int, default=3,
+                        help="eos.retainedCheckpoints: checkpoints (and their statistics) kept in the state")
     parser.add_argument("--transactional-id-prefix", default=None,
                         help="eos.transactionalIdPrefix (default: derived from the checkpoint location and sink)")
     parser.add_argument("--transform", choices=["enrich", "copy"], default="enrich",
@@ -151,6 +153,7 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
         .option("eos.transactionTimeoutMs", str(args.transaction_timeout_ms))
         .option("eos.checkpointTimeoutMs", str(args.checkpoint_timeout_ms))
         .option("eos.restartBudgetMs", str(args.restart_budget_ms))
+        .option("eos.retainedCheckpoints", str(args.retained_checkpoints))
         .queryName("kafka-eos-example")
     )
     if args.transactional_id_prefix:

@@ -10,6 +10,8 @@ older ones only once a newer one is durable. The directory (a local path or a UR
 - ``chk-<id>/_reserved``: an id this store's coordinator chose itself, taken before anything is
   done under it, so ids are never reused across restarts, even ids of checkpoints that never
   completed (their transactions may still linger on the broker);
+- ``chk-<id>/_statistics``: the checkpoint's figures, for monitoring only
+  (:mod:`twophase.checkpoint_statistics`);
 - ``_owner``: the job the state belongs to (:mod:`twophase.state_owner`).
 
 Every file is created once, with a conditional create, and never rewritten; the newest state is
@@ -215,6 +217,23 @@ class FileCheckpointStore:
 
     def is_committed(self, checkpoint_id: int) -> bool:
         return checkpoint_id in self._scan().ids_with(COMMITTED_MARKER)
+
+    # -- other files of a checkpoint ---------------------------------------------------------------
+
+    def ids_with_file(self, name: str) -> list[int]:
+        """Ids whose folder holds ``name`` (as listed, plus this store's own writes), ascending."""
+        return sorted(self._scan().ids_with(name))
+
+    def add_checkpoint_file(self, checkpoint_id: int, name: str, data: bytes) -> None:
+        """Create ``chk-<id>/<name>`` once (FileExistsError if it exists). It is subsumed with the
+        checkpoint; it must never be one the store itself writes."""
+        if name in (METADATA_FILE, COMMITTED_MARKER, RESERVED_MARKER):
+            raise ValueError(f"{name} is written by the checkpoint store itself")
+        self.storage.create(f"{checkpoint_folder(checkpoint_id)}/{name}", data)
+        self._scan().add(checkpoint_id, name)
+
+    def read_checkpoint_file(self, checkpoint_id: int, name: str) -> bytes:
+        return self.storage.read(f"{checkpoint_folder(checkpoint_id)}/{name}")
 
     # -- owner -----------------------------------------------------------------------------------
 

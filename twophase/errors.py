@@ -84,3 +84,7 @@ class FailpointCrash(KafkaEosError, RuntimeError):
     def __init__(self, name: str) -> None:
         super().__init__(f"failpoint {name!r} fired")
         self.name = name
+
+
+class CorruptStatisticsError(KafkaEosError, ValueError):
+    """A checkpoint's ``_statistics`` file that is not a valid document of a known format version."""

@@ -21,9 +21,12 @@ from connectors.kafka.client_factory import clients_for
 from connectors.kafka.abort_strategy import LingeringTransactionAborter
 from connectors.kafka.committable import KafkaCommittable
 from connectors.kafka.committer import KafkaTransactionCommitter
+from connectors.kafka.errors import TransactionLostError
 from connectors.kafka.transactional_ids import TransactionalIdPool
+from connectors.spark.commit_statistics import record_commit, record_lost, record_recovery, totals_before
 from connectors.spark.options import SinkOptions
 from twophase import failpoints
+from twophase.checkpoint_statistics import CommitTimings
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.coordinator import CheckpointConfig, CheckpointCoordinator
 from twophase.participants import CheckpointParticipant, RestoredState
@@ -43,9 +46,11 @@ class _SparkSinkParticipant(CheckpointParticipant):
     acknowledges_externally = True
     commits_on_notify = True
 
-    def __init__(self, committer: KafkaTransactionCommitter) -> None:
+    def __init__(self, committer: KafkaTransactionCommitter, options: SinkOptions,
+                 store: FileCheckpointStore) -> None:
         self.name = SINK_PARTICIPANT
         self.committer = committer
+        self._options, self._store = options, store
         self._acknowledged: dict[int, list[KafkaCommittable]] = {}
         #: When the last notify_checkpoint_complete started and ended (monotonic seconds).
         self.notify_span: tuple[float, float] | None = None
@@ -61,11 +66,22 @@ class _SparkSinkParticipant(CheckpointParticipant):
             failpoints.hit(failpoints.DURING_RESTORE, checkpoint_id=restored.checkpoint_id)
             log.info("checkpoint %d is stored but not confirmed committed: committing its "
                      "transactions again", restored.checkpoint_id)
-            self.committer.commit_all(committables_of(restored.state), restored.checkpoint_id)
+            committables = committables_of(restored.state)
+            started = time.monotonic()
+            self._commit_all(committables, restored.checkpoint_id)
+            record_recovery(self._options, self._store, restored.checkpoint_id, committables,
+                            (time.monotonic() - started) * 1000)
+
+    def _commit_all(self, committables: list[KafkaCommittable], checkpoint_id: int) -> None:
+        try:
+            self.committer.commit_all(committables, checkpoint_id)
+        except TransactionLostError as exc:
+            record_lost(self._options, self._store, checkpoint_id, committables, [exc.transactional_id])
+            raise
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         started = time.monotonic()
-        self.committer.commit_all(self._acknowledged.pop(checkpoint_id, []), checkpoint_id)
+        self._commit_all(self._acknowledged.pop(checkpoint_id, []), checkpoint_id)
         self.notify_span = (started, time.monotonic())
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
@@ -92,7 +108,7 @@ class SparkCommitProtocol:
                 notify_attempts=1,
             ),
         )
-        participant = _SparkSinkParticipant(self.committer)
+        participant = _SparkSinkParticipant(self.committer, self.options, self.store)
         coordinator.register(participant)
         return coordinator, participant
 
@@ -137,19 +153,24 @@ class SparkCommitProtocol:
                 "transactions were aborted and the batch fails, to be replayed")
         coordinator, participant = self._coordinator()
         coordinator.restore()
+        statistics_before = totals_before(self.store, checkpoint_id)
         coordinator.trigger_checkpoint(checkpoint_id=checkpoint_id)
         participant.acknowledging(checkpoint_id, committables)
         acknowledged = time.monotonic()
         coordinator.acknowledge(checkpoint_id, participant.name, [c.to_json() for c in committables])
         completed = time.monotonic()
-        self.abort_lingering(keep=[c.transactional_id for c in committables if c.transactional_id])
+        lingering = self.abort_lingering(keep=[c.transactional_id for c in committables if c.transactional_id])
         ended = time.monotonic()
         notify = participant.notify_span or (completed, completed)
+        timings = CommitTimings(total_ms=(ended - started) * 1000, prepare_ms=(acknowledged - started) * 1000,
+                                store_ms=(notify[0] - acknowledged) * 1000, end_txn_ms=(notify[1] - notify[0]) * 1000,
+                                mark_ms=(completed - notify[1]) * 1000, sweep_ms=(ended - completed) * 1000)
         log.info("batch %d committed: %d transactions, %d records, %.0f ms (prepare %.0f, store %.0f, "
                  "EndTxn %.0f, mark %.0f, lingering sweep %.0f)", checkpoint_id,
                  len(committables), sum(c.record_count for c in committables), (ended - started) * 1000,
                  (acknowledged - started) * 1000, (notify[0] - acknowledged) * 1000,
                  (notify[1] - notify[0]) * 1000, (completed - notify[1]) * 1000, (ended - completed) * 1000)
+        record_commit(self.options, self.store, checkpoint_id, committables, timings, lingering, statistics_before)
 
     def abort(self, messages: Sequence[Any], checkpoint_id: int) -> None:
         committables = [KafkaCommittable.from_json(m.committable) for m in messages

@@ -1,8 +1,9 @@
-"""The ``kafka-eos`` console script: ``verify``, ``load``, ``replay``, ``demo`` and ``transactions``.
+"""The ``kafka-eos`` console script: ``verify``, ``load``, ``replay``, ``demo``, ``transactions`` and
+``status``.
 
 Exit status: 0 when everything checked is exactly-once (or, for the transaction-timeout
 scenario, the loss was detected and reported); 1 when an anomaly or a failed scenario was found;
-2 for a usage or environment problem (no broker, unreachable broker, unknown topic, bad id field,
+2 for a usage or environment problem (for ``status``: what it must read cannot be read) (no broker, unreachable broker, unknown topic, bad id field,
 missing permissions), which gets one clear message and no traceback; 130 when interrupted.
 
 ``demo`` without a broker runs on the kit's embedded test cluster instead of exiting 2 (unless
@@ -36,6 +37,7 @@ from connectors.tools.errors import (
     IdSpecError,
     JobTemplateError,
     NoBrokerError,
+    StatusUnavailableError,
     TopicNotFoundError,
     UsageError,
 )
@@ -44,6 +46,7 @@ from connectors.tools.jobs import ENGINES, JobTemplate
 from connectors.tools.loader import load_input
 from connectors.tools.replay import DEMO_SCENARIOS, Replay, ReplayOptions, ReplayResult, parse_scenarios
 from connectors.tools.report import COLUMNS, ReportFiles, table_rows, write_reports
+from connectors.tools.status import QueryStatus, attention_reasons, read_status
 from connectors.tools.transactions import sink_footprint
 from connectors.tools.verify import IdSpec, ProgressCallback, VerifyReport, verify
 
@@ -198,6 +201,27 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true", help="print JSON instead of the summary")
     t.add_argument("--client-config", type=_client_setting, action="append", default=[], metavar="KEY=VALUE",
                    help="librdkafka client setting (security etc.); may repeat")
+
+    s = commands.add_parser("status", help="an exactly-once query's commits, pending checkpoint, open "
+                            "transactions and lag; exit 1 when it needs attention",
+                            description="Reads the query's checkpoint, the sink's state and the broker. Exit 0: "
+                                        "healthy; 1: needs attention (one reason per line); 2: cannot read what "
+                                        "it needs.")
+    s.add_argument("--checkpoint-location", required=True, metavar="LOC",
+                   help="the query's checkpointLocation (a path or a URI: s3://, abfss://, gs://, hdfs://, ...)")
+    s.add_argument("--state-dir", default=None, metavar="URI",
+                   help="the sink's eos.stateDir, when set (default: <checkpoint-location>/kafka-eos)")
+    s.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers (host:port[,host:port])")
+    s.add_argument("--client-config", type=_client_setting, action="append", default=[], metavar="KEY=VALUE",
+                   help="librdkafka client setting (security etc.); may repeat")
+    shape = s.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="print JSON instead of the tables")
+    shape.add_argument("--prometheus", action="store_true",
+                       help="print Prometheus metrics (text format) instead of the tables, for node-exporter's "
+                            "textfile collector or a push gateway")
+    s.add_argument("--plot", type=Path, default=None, metavar="FILE.png",
+                   help="also draw the retained history (commit time and its parts, records, open "
+                        "transactions' age) into this PNG")
 
     j = commands.add_parser("jvm-class-archive", help="record a class archive that halves the Spark driver JVM's start",
                             description="Runs a small Spark job in a JVM of its own and records the classes it "
@@ -378,6 +402,97 @@ def cmd_transactions(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _ms_ago(now_ms: int, then_ms: int | None) -> str:
+    return "-" if then_ms is None else f"{max(0, now_ms - then_ms) / 1000:.1f} s ago"
+
+
+def _print_status(status: QueryStatus, reasons: list[str]) -> None:
+    now = status.observed_at_ms
+    summary = Table(title=f"kafka-eos status: query {status.query_id}", show_header=False)
+    summary.add_column("what")
+    summary.add_column("value", overflow="fold")
+    latest = ("none" if status.latest_checkpoint_id is None else
+              f"{status.latest_checkpoint_id}, stored {_ms_ago(now, status.latest_checkpoint_stored_at_ms)}, "
+              + ("committed" if status.latest_checkpoint_committed else "NOT committed"))
+    pending = ("none" if status.pending is None else
+               f"checkpoint {status.pending.id}, stored {status.pending.age_ms / 1000:.1f} s ago")
+    oldest = max((t.age_ms for t in status.open_transactions), default=None)
+    totals = status.newest_statistics.totals if status.newest_statistics else None
+    for what, value in (
+        ("last committed batch (Spark)", "none" if status.last_committed_batch is None else str(status.last_committed_batch)),
+        ("latest checkpoint (sink)", latest),
+        ("pending checkpoint", pending),
+        ("open transactions", f"{len(status.open_transactions)}" + (f", oldest {oldest / 1000:.1f} s" if oldest is not None else "")),
+        ("source lag (records)", str(sum(p.lag for p in status.lag)) if status.lag else "-"),
+        ("transactional id prefix", f"{status.transactional_id_prefix or 'unknown'} (from {status.settings_from})"),
+        ("transaction timeout", f"{status.transaction_timeout_ms / 1000:.0f} s"),
+        ("since the state began", "-" if totals is None else
+         f"{totals.checkpoints} checkpoints, {totals.records} records, {totals.recoveries} recoveries, "
+         f"{totals.lingering_aborted} lingering aborted, {totals.lost_transactions} lost"),
+        ("state", status.state_dir),
+    ):
+        summary.add_row(what, Text(value))
+    out.print(summary)
+    if status.open_transactions:
+        table = Table(title="open transactions")
+        for column in ("transactional id", "producer id", "age", "timeout", "partitions"):
+            table.add_column(column, overflow="fold")
+        for t in status.open_transactions:
+            table.add_row(Text(t.transactional_id), str(t.producer_id), f"{t.age_ms / 1000:.1f} s",
+                          f"{t.timeout_ms / 1000:.0f} s", Text(", ".join(t.partitions)))
+        out.print(table)
+    if status.lag:
+        table = Table(title="source lag")
+        for column in ("topic", "partition", "committed offset", "end offset", "lag"):
+            table.add_column(column)
+        for p in status.lag:
+            table.add_row(Text(p.topic), str(p.partition), str(p.committed_offset), str(p.end_offset), str(p.lag))
+        out.print(table)
+    if status.history:
+        table = Table(title="retained checkpoints")
+        for column in ("checkpoint", "outcome", "records", "txns", "commit ms", "prepare", "store", "EndTxn",
+                       "mark", "sweep", "lingering aborted"):
+            table.add_column(column)
+        for st in status.history:
+            t = st.timings
+            parts = ([f"{v:.0f}" for v in (t.total_ms, t.prepare_ms, t.store_ms, t.end_txn_ms, t.mark_ms, t.sweep_ms)]
+                     if t else ["-"] * 6)
+            table.add_row(str(st.checkpoint_id), st.outcome.value, str(st.records), str(st.transactions), *parts,
+                          str(len(st.lingering_aborted)))
+        out.print(table)
+    if reasons:
+        for reason in reasons:
+            out.print(f"ATTENTION: {reason}", style="bold red", markup=False, highlight=False, soft_wrap=True)
+    else:
+        out.print("healthy", style="bold green")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    check_reachable(args.bootstrap)
+    clients = clients_for(args.bootstrap, dict(args.client_config))
+    try:
+        status = read_status(args.checkpoint_location, clients, state_dir=args.state_dir)
+    except StatusUnavailableError as exc:
+        raise UsageError(str(exc)) from None
+    reasons = attention_reasons(status)
+    if args.plot is not None:
+        from connectors.tools.status_plot import plot_status
+
+        err.print(f"plot: {plot_status(status, args.plot)}", markup=False, highlight=False)
+    if args.json:
+        print(json.dumps(status.to_json(), indent=1))
+    elif args.prometheus:
+        from connectors.tools.prometheus_metrics import exposition
+
+        sys.stdout.write(exposition(status))
+    else:
+        _print_status(status, reasons)
+    if args.json or args.prometheus:
+        for reason in reasons:  # the one-line reasons go to stderr, the document stays parseable
+            err.print(f"ATTENTION: {reason}", markup=False, highlight=False, soft_wrap=True)
+    return EXIT_ANOMALY if reasons else EXIT_OK
+
+
 def cmd_jvm_class_archive(args: argparse.Namespace) -> int:
     from connectors.spark.jvm_class_archive import create, java_options
     from connectors.spark.errors import ClassArchiveError
@@ -415,7 +530,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"verify": cmd_verify, "load": cmd_load, "replay": cmd_replay, "demo": cmd_demo,
-            "transactions": cmd_transactions, "jvm-class-archive": cmd_jvm_class_archive}
+            "transactions": cmd_transactions, "status": cmd_status, "jvm-class-archive": cmd_jvm_class_archive}
 
 
 def _kafka_message(exc: KafkaConnectorError) -> str:

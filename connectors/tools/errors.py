@@ -36,3 +36,7 @@ class IdFieldError(KafkaEosError, ValueError):
 
 class TopicNotFoundError(KafkaEosError, ValueError):
     """A topic to verify does not exist."""
+
+
+class StatusUnavailableError(KafkaEosError, RuntimeError):
+    """``kafka-eos status`` cannot read what it needs (Spark's checkpoint, the sink's state); exit 2."""

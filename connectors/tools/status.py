@@ -1,0 +1,287 @@
+"""``kafka-eos status``: an exactly-once query as an operator needs it, from its files and the broker.
+
+It reads three things, none of which needs the query to run:
+
+- Spark's checkpoint folder: the query id (``metadata``), the last committed batch (``commits/``)
+  and the source offsets of that batch (``offsets/<batch>``);
+- the sink's state (``<checkpointLocation>/kafka-eos`` or ``eos.stateDir``): the newest checkpoint,
+  whether its commit was confirmed, and the statistics kept with each retained checkpoint
+  (:mod:`twophase.checkpoint_statistics`), which also record the sink's transactional id prefix
+  and transaction timeout;
+- the broker: the sink's open transactions (ListTransactions + DescribeTransactions) and the end
+  offsets of the source partitions.
+
+:func:`attention_reasons` turns that into the reasons an operator must look, one line each: a
+pending checkpoint older than the restart budget, a transaction open longer than half its
+timeout, a lost transaction among the retained checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import posixpath
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+from connectors.kafka.clients import KafkaClients, OpenTransaction, TopicPartition
+from connectors.kafka.committable import KafkaCommittable
+from connectors.kafka.config import DEFAULT_RESTART_BUDGET_MS, DEFAULT_TRANSACTION_TIMEOUT_MS
+from connectors.kafka.source import from_offsets
+from connectors.spark.errors import QueryCheckpointError
+from connectors.spark.query_checkpoint import read_query_checkpoint
+from connectors.tools.errors import StatusUnavailableError
+from twophase.checkpoint_statistics import CheckpointOutcome, CheckpointStatistics, retained_statistics
+from twophase.checkpoint_store import FileCheckpointStore
+from twophase.errors import CorruptCheckpointError, CorruptStatisticsError, UnsupportedStateLocationError
+from twophase.state_storage import canonical_location, open_state_storage
+
+log = logging.getLogger(__name__)
+
+STATE_DIR_NAME = "kafka-eos"  # as the sink's options derive it (connectors.spark.options)
+SINK_PARTICIPANT = "kafka-sink"
+OFFSET_LOG = "offsets"
+# A transactional id of the sink's pool: {prefix}-{slot}-{index}.
+_POOL_ID = re.compile(r"^(?P<prefix>.+)-\d+-\d+$")
+
+
+@dataclass(frozen=True)
+class PendingCheckpoint:
+    id: int
+    stored_at_ms: int
+    age_ms: int
+
+
+@dataclass(frozen=True)
+class OpenTransactionStatus:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    age_ms: int
+    timeout_ms: int
+    partitions: list[str]
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    topic: str
+    partition: int
+    committed_offset: int
+    end_offset: int
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.end_offset - self.committed_offset)
+
+
+@dataclass
+class QueryStatus:
+    checkpoint_location: str
+    state_dir: str
+    query_id: str
+    observed_at_ms: int
+    last_committed_batch: int | None
+    latest_checkpoint_id: int | None = None
+    latest_checkpoint_stored_at_ms: int | None = None
+    latest_checkpoint_committed: bool | None = None
+    pending: PendingCheckpoint | None = None
+    transactional_id_prefix: str | None = None
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    restart_budget_ms: int = DEFAULT_RESTART_BUDGET_MS
+    #: Where prefix and timeouts came from: "statistics", "checkpoint" or "defaults".
+    settings_from: str = "defaults"
+    open_transactions: list[OpenTransactionStatus] = field(default_factory=list)
+    lag: list[PartitionLag] = field(default_factory=list)
+    history: list[CheckpointStatistics] = field(default_factory=list)
+
+    @property
+    def newest_statistics(self) -> CheckpointStatistics | None:
+        return self.history[-1] if self.history else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "query_id": self.query_id,
+            "checkpoint_location": self.checkpoint_location,
+            "state_dir": self.state_dir,
+            "observed_at_ms": self.observed_at_ms,
+            "last_committed_batch": self.last_committed_batch,
+            "latest_checkpoint": None if self.latest_checkpoint_id is None else {
+                "id": self.latest_checkpoint_id, "stored_at_ms": self.latest_checkpoint_stored_at_ms,
+                "committed": self.latest_checkpoint_committed},
+            "pending_checkpoint": None if self.pending is None else {
+                "id": self.pending.id, "stored_at_ms": self.pending.stored_at_ms, "age_ms": self.pending.age_ms},
+            "sink": {"transactional_id_prefix": self.transactional_id_prefix,
+                     "transaction_timeout_ms": self.transaction_timeout_ms,
+                     "restart_budget_ms": self.restart_budget_ms, "settings_from": self.settings_from},
+            "open_transactions": [asdict(t) for t in self.open_transactions],
+            "lag": [{"topic": p.topic, "partition": p.partition, "committed_offset": p.committed_offset,
+                     "end_offset": p.end_offset, "lag": p.lag} for p in self.lag],
+            "totals": asdict(self.newest_statistics.totals) if self.newest_statistics else None,
+            "history": [_history_entry(s) for s in self.history],
+            "attention": attention_reasons(self),
+        }
+
+
+def _history_entry(stats: CheckpointStatistics) -> dict[str, Any]:
+    return {
+        "id": stats.checkpoint_id, "written_at_ms": stats.written_at_ms, "outcome": stats.outcome.value,
+        "records": stats.records, "transactions": stats.transactions,
+        "commit_ms": None if stats.timings is None else round(stats.timings.total_ms, 1),
+        "commit_parts_ms": None if stats.timings is None else {
+            "prepare": round(stats.timings.prepare_ms, 1), "store": round(stats.timings.store_ms, 1),
+            "end_txn": round(stats.timings.end_txn_ms, 1), "mark": round(stats.timings.mark_ms, 1),
+            "sweep": round(stats.timings.sweep_ms, 1)},
+        "oldest_transaction_age_ms": stats.oldest_transaction_age_ms,
+        "lingering_aborted": list(stats.lingering_aborted),
+        "lost_transactions": list(stats.lost_transactions),
+    }
+
+
+def attention_reasons(status: QueryStatus) -> list[str]:
+    """Why the query needs attention, one line each; empty when it is healthy."""
+    reasons = []
+    if status.pending is not None and status.pending.age_ms > status.restart_budget_ms:
+        reasons.append(
+            f"checkpoint {status.pending.id} was stored {status.pending.age_ms / 1000:.0f} s ago and its commit "
+            f"is not confirmed (more than the restart budget of {status.restart_budget_ms / 1000:.0f} s): "
+            "restart the query so that it commits it, before its transactions reach their timeout of "
+            f"{status.transaction_timeout_ms / 1000:.0f} s")
+    for txn in status.open_transactions:
+        if txn.age_ms > txn.timeout_ms / 2:
+            reasons.append(
+                f"transaction {txn.transactional_id} has been open {txn.age_ms / 1000:.0f} s, more than half of "
+                f"its timeout of {txn.timeout_ms / 1000:.0f} s; read_committed consumers of "
+                f"{', '.join(txn.partitions) or 'its partitions'} are stalled behind it")
+    for stats in status.history:
+        if stats.lost_transactions:
+            reasons.append(
+                f"checkpoint {stats.checkpoint_id} lost transaction(s) {', '.join(stats.lost_transactions)}: "
+                "their records were never committed; replay the input from before that checkpoint")
+    return reasons
+
+
+def wall_clock_ms() -> int:
+    """This machine's clock; ages of transactions compare it with the broker's (keep NTP on both)."""
+    return int(time.time() * 1000)
+
+
+def state_dir_for(checkpoint_location: str, state_dir: str | None) -> str:
+    """The sink's state as the sink locates it: ``eos.stateDir`` or ``<checkpointLocation>/kafka-eos``."""
+    try:
+        if state_dir:
+            return canonical_location(state_dir)
+        location = canonical_location(checkpoint_location)
+    except UnsupportedStateLocationError as exc:
+        raise StatusUnavailableError(str(exc)) from None
+    return posixpath.join(location, STATE_DIR_NAME) if "://" in location else os.path.join(location, STATE_DIR_NAME)
+
+
+def committed_source_offsets(checkpoint_location: str, batch_id: int) -> dict[TopicPartition, int]:
+    """The source offsets Spark recorded for ``batch_id`` (``offsets/<batch>``): where the query
+    resumes once that batch is committed. Lines of other sources' formats are skipped."""
+    storage = open_state_storage(checkpoint_location, read_only=True)
+    try:
+        lines = storage.read(f"{OFFSET_LOG}/{batch_id}").decode("utf-8").splitlines()
+    except FileNotFoundError:
+        raise StatusUnavailableError(
+            f"Spark's offset log has no entry {storage.location(f'{OFFSET_LOG}/{batch_id}')} for committed "
+            f"batch {batch_id}") from None
+    offsets: dict[TopicPartition, int] = {}
+    for line in lines[2:]:  # "v1", the batch's metadata, then one line per source
+        try:
+            offsets.update(from_offsets(json.loads(line)))
+        except (ValueError, TypeError, AttributeError):
+            continue  # "-" (no offset) or another source's format
+    return offsets
+
+
+def _settings(status: QueryStatus, store: FileCheckpointStore) -> None:
+    """The sink's prefix and timeouts: recorded with the statistics, or else read off the
+    transactional ids of the newest checkpoint (the first batch's statistics may be missing)."""
+    newest = next((s for s in reversed(status.history) if s.transactional_id_prefix), None)
+    if newest is not None:
+        status.transactional_id_prefix = newest.transactional_id_prefix
+        if newest.transaction_timeout_ms is not None:
+            status.transaction_timeout_ms = newest.transaction_timeout_ms
+        if newest.restart_budget_ms is not None:  # 0 is a budget too
+            status.restart_budget_ms = newest.restart_budget_ms
+        status.settings_from = "statistics"
+        return
+    latest = store.latest()
+    for raw in (latest.state_of(SINK_PARTICIPANT) or []) if latest else []:
+        committable = KafkaCommittable.from_json(raw)
+        match = _POOL_ID.match(committable.transactional_id or "")
+        if match:
+            status.transactional_id_prefix = match.group("prefix")
+            status.transaction_timeout_ms = committable.transaction_timeout_ms
+            status.settings_from = "checkpoint"
+            return
+
+
+def read_status(checkpoint_location: str, clients: KafkaClients | None, *, state_dir: str | None = None,
+                now_ms: int | None = None) -> QueryStatus:
+    """Everything ``status`` reports. ``clients`` None: files only (no open transactions, no lag)."""
+    try:
+        query = read_query_checkpoint(checkpoint_location)
+        last_batch = query.last_committed_batch()
+    except (QueryCheckpointError, OSError) as exc:
+        raise StatusUnavailableError(f"cannot read the query's checkpoint {checkpoint_location}: {exc}") from exc
+    directory = state_dir_for(checkpoint_location, state_dir)
+    now = wall_clock_ms() if now_ms is None else now_ms
+    status = QueryStatus(checkpoint_location=checkpoint_location, state_dir=directory, query_id=query.query_id,
+                         observed_at_ms=now, last_committed_batch=last_batch)
+    try:
+        store = FileCheckpointStore(open_state_storage(directory, read_only=True), check_writable=False)
+        if store.is_empty() and last_batch is not None:
+            raise StatusUnavailableError(
+                f"the sink's state {directory} holds no checkpoint although Spark committed batch {last_batch}: "
+                "pass --state-dir when the sink sets eos.stateDir")
+        latest = store.latest()
+        if latest is None and store.checkpoint_ids():
+            raise StatusUnavailableError(f"no checkpoint in {directory} is readable (see the log)")
+        status.history = retained_statistics(store)
+        _settings(status, store)
+    except (OSError, CorruptCheckpointError) as exc:
+        raise StatusUnavailableError(f"cannot read the sink's state {directory}: {exc}") from exc
+    if latest is not None:
+        committed = store.is_committed(latest.checkpoint_id)
+        status.latest_checkpoint_id = latest.checkpoint_id
+        status.latest_checkpoint_stored_at_ms = latest.completion_timestamp_ms
+        status.latest_checkpoint_committed = committed
+        if not committed:
+            status.pending = PendingCheckpoint(latest.checkpoint_id, latest.completion_timestamp_ms,
+                                               max(0, now - latest.completion_timestamp_ms))
+    if clients is not None:
+        if status.transactional_id_prefix is not None:
+            status.open_transactions = _open_transactions(clients, status.transactional_id_prefix, now)
+        if last_batch is not None:
+            status.lag = _lag(clients, committed_source_offsets(checkpoint_location, last_batch))
+    return status
+
+
+def _open_transactions(clients: KafkaClients, prefix: str, now_ms: int) -> list[OpenTransactionStatus]:
+    control = clients.txn_control()
+    try:
+        found: list[OpenTransaction] = control.list_open_transactions(f"{prefix}-")
+    finally:
+        control.close()
+    return [OpenTransactionStatus(t.transactional_id, t.producer_id, t.producer_epoch,
+                                  max(0, now_ms - t.start_time_ms), t.timeout_ms,
+                                  sorted(str(tp) for tp in t.partitions))
+            for t in sorted(found, key=lambda t: t.transactional_id)]
+
+
+def _lag(clients: KafkaClients, committed: Mapping[TopicPartition, int]) -> list[PartitionLag]:
+    if not committed:
+        return []
+    admin = clients.admin()
+    try:
+        # Under read_committed the end is the last stable offset: what the query can read next.
+        ends = admin.list_offsets(list(committed), "latest", read_committed=True)
+    finally:
+        admin.close()
+    return [PartitionLag(tp.topic, tp.partition, offset, ends.get(tp, offset))
+            for tp, offset in sorted(committed.items(), key=lambda item: (item[0].topic, item[0].partition))]

@@ -1,0 +1,272 @@
+"""Per-checkpoint statistics kept with the checkpoint: ``chk-<id>/_statistics``, written once.
+
+Flink keeps checkpoint statistics in the JobManager's memory and loses them with it; an operator
+of a Spark query asks "how are the commits going?" of a stopped query too, from any machine. So
+each checkpoint's figures are a write-once file next to its ``_metadata``, subsumed with it (the
+store deletes a checkpoint's whole folder), and read by ``kafka-eos status`` without the query.
+
+What the file holds (:class:`CheckpointStatistics`): the batch's records and transactions, the
+commit's parts (prepare, store, EndTxn, mark, lingering sweep), how the checkpoint ended
+(committed by its own batch, committed by a recovery after a crash, or a transaction lost), the
+lingering transactions aborted, and what ``status`` needs to find the sink's transactions on the
+broker without the query's options (transactional id prefix, transaction timeout, restart budget).
+It also carries running totals over the query's life (:class:`StatisticsTotals`, the previous
+record's totals plus this checkpoint), so counters and the commit-duration histogram survive
+retention, which keeps only a few checkpoints.
+
+The ``_metadata`` and ``_committed`` files stay the only source of truth about a checkpoint: a
+missing or unreadable statistics file means "no figures", never "not committed". Recording is
+best effort (:func:`record_statistics` logs and returns on any error) so that figures can never
+fail or hold up a commit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field, replace
+from enum import Enum
+from typing import Any, Sequence
+
+from twophase.checkpoint_store import METADATA_FILE, FileCheckpointStore
+from twophase.errors import CorruptStatisticsError
+
+log = logging.getLogger(__name__)
+
+STATISTICS_FILE = "_statistics"
+FORMAT_VERSION = 1
+#: Upper bounds (seconds) of the commit-duration histogram; fixed, because totals are cumulative
+#: across processes and versions and buckets must line up.
+COMMIT_DURATION_BUCKETS_S: tuple[float, ...] = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                                                 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+class CheckpointOutcome(str, Enum):
+    #: Committed by the batch that stored it.
+    COMMITTED = "committed"
+    #: Stored by a run that crashed before confirming the commit; a later run committed it.
+    RECOVERED = "recovered"
+    #: At least one transaction could not be committed: its records are lost.
+    LOST = "lost"
+
+
+@dataclass(frozen=True)
+class CommitTimings:
+    """Where a commit's time went, in milliseconds (the parts of the sink's commit log line)."""
+
+    total_ms: float
+    prepare_ms: float = 0.0
+    store_ms: float = 0.0
+    end_txn_ms: float = 0.0
+    mark_ms: float = 0.0
+    sweep_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class StatisticsTotals:
+    """Running totals over the life of the state, up to and including one checkpoint."""
+
+    checkpoints: int = 0
+    records: int = 0
+    transactions: int = 0
+    recoveries: int = 0
+    lingering_aborted: int = 0
+    lost_transactions: int = 0
+    #: Commits with timings, their summed duration, and how many took at most each bound of
+    #: COMMIT_DURATION_BUCKETS_S (cumulative, as Prometheus histograms count).
+    commit_count: int = 0
+    commit_seconds_sum: float = 0.0
+    commit_duration_buckets: tuple[int, ...] = field(
+        default_factory=lambda: (0,) * len(COMMIT_DURATION_BUCKETS_S))
+
+    def plus(self, stats: "CheckpointStatistics") -> "StatisticsTotals":
+        buckets = self.commit_duration_buckets
+        commit_count, seconds = self.commit_count, self.commit_seconds_sum
+        if stats.timings is not None:
+            duration_s = stats.timings.total_ms / 1000
+            buckets = tuple(count + (duration_s <= bound)
+                            for count, bound in zip(buckets, COMMIT_DURATION_BUCKETS_S))
+            commit_count, seconds = commit_count + 1, seconds + duration_s
+        return StatisticsTotals(
+            checkpoints=self.checkpoints + 1,
+            records=self.records + stats.records,
+            transactions=self.transactions + stats.transactions,
+            recoveries=self.recoveries + (stats.outcome is CheckpointOutcome.RECOVERED),
+            lingering_aborted=self.lingering_aborted + len(stats.lingering_aborted),
+            lost_transactions=self.lost_transactions + len(stats.lost_transactions),
+            commit_count=commit_count,
+            commit_seconds_sum=seconds,
+            commit_duration_buckets=buckets,
+        )
+
+
+@dataclass(frozen=True)
+class CheckpointStatistics:
+    checkpoint_id: int
+    #: Wall-clock milliseconds when the record was written (just after the commit it describes).
+    written_at_ms: int
+    outcome: CheckpointOutcome
+    records: int
+    transactions: int
+    timings: CommitTimings | None = None
+    lingering_aborted: tuple[str, ...] = ()
+    lost_transactions: tuple[str, ...] = ()
+    #: How long the checkpoint's oldest transaction had been open when its commit was confirmed:
+    #: the figure to hold against the transaction timeout (a recovery shows the restart's delay).
+    oldest_transaction_age_ms: int | None = None
+    #: The sink's settings, so ``status`` needs none of the query's options.
+    transactional_id_prefix: str | None = None
+    transaction_timeout_ms: int | None = None
+    restart_budget_ms: int | None = None
+    totals: StatisticsTotals = field(default_factory=StatisticsTotals)
+
+
+def encode_statistics(stats: CheckpointStatistics) -> bytes:
+    body = asdict(stats)
+    body["outcome"] = stats.outcome.value
+    return json.dumps({"format_version": FORMAT_VERSION, "statistics": body}, sort_keys=True,
+                      indent=1).encode("utf-8")
+
+
+def decode_statistics(data: bytes) -> CheckpointStatistics:
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CorruptStatisticsError(f"not valid JSON ({exc})") from exc
+    version = document.get("format_version") if isinstance(document, dict) else None
+    if version != FORMAT_VERSION:
+        raise CorruptStatisticsError(
+            f"format_version {version!r} is not supported (this version reads {FORMAT_VERSION})")
+    body: Any = document.get("statistics")
+    try:
+        timings = body.get("timings")
+        totals = dict(body.get("totals") or {})
+        buckets = tuple(int(n) for n in totals.pop("commit_duration_buckets", ()))
+        if buckets and len(buckets) != len(COMMIT_DURATION_BUCKETS_S):
+            raise ValueError(f"{len(buckets)} histogram buckets, expected {len(COMMIT_DURATION_BUCKETS_S)}")
+        return CheckpointStatistics(
+            checkpoint_id=int(body["checkpoint_id"]),
+            written_at_ms=int(body["written_at_ms"]),
+            outcome=CheckpointOutcome(body["outcome"]),
+            records=int(body["records"]),
+            transactions=int(body["transactions"]),
+            timings=None if timings is None else CommitTimings(**{k: float(v) for k, v in timings.items()}),
+            lingering_aborted=tuple(str(t) for t in body.get("lingering_aborted", ())),
+            lost_transactions=tuple(str(t) for t in body.get("lost_transactions", ())),
+            oldest_transaction_age_ms=_optional_int(body.get("oldest_transaction_age_ms")),
+            transactional_id_prefix=body.get("transactional_id_prefix"),
+            transaction_timeout_ms=_optional_int(body.get("transaction_timeout_ms")),
+            restart_budget_ms=_optional_int(body.get("restart_budget_ms")),
+            totals=StatisticsTotals(**{k: (float(v) if k == "commit_seconds_sum" else int(v))
+                                       for k, v in totals.items()},
+                                    **({"commit_duration_buckets": buckets} if buckets else {})),
+        )
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise CorruptStatisticsError(f"malformed statistics fields ({exc})") from exc
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+# -- with the store ----------------------------------------------------------------------------------
+
+def statistics_ids(store: FileCheckpointStore) -> list[int]:
+    """Ids of the stored checkpoints that have a statistics file, ascending."""
+    return sorted(set(store.checkpoint_ids()) & set(store.ids_with_file(STATISTICS_FILE)))
+
+
+def read_statistics(store: FileCheckpointStore, checkpoint_id: int) -> CheckpointStatistics | None:
+    """The statistics of ``checkpoint_id``, or None when it has none (or they are unreadable,
+    which is logged: figures never decide anything)."""
+    try:
+        stats = decode_statistics(store.read_checkpoint_file(checkpoint_id, STATISTICS_FILE))
+    except FileNotFoundError:
+        return None
+    except (CorruptStatisticsError, OSError) as exc:
+        log.warning("checkpoint %d: ignoring unreadable statistics %s (%s)", checkpoint_id,
+                    store.location(checkpoint_id, STATISTICS_FILE), exc)
+        return None
+    if stats.checkpoint_id != checkpoint_id:
+        log.warning("checkpoint %d: ignoring statistics of checkpoint %d found in its folder",
+                    checkpoint_id, stats.checkpoint_id)
+        return None
+    return stats
+
+
+def retained_statistics(store: FileCheckpointStore) -> list[CheckpointStatistics]:
+    """The statistics of every retained checkpoint that has them, oldest first."""
+    found = (read_statistics(store, cid) for cid in statistics_ids(store))
+    return [stats for stats in found if stats is not None]
+
+
+def record_statistics(store: FileCheckpointStore, checkpoint_id: int, *, outcome: CheckpointOutcome,
+                      records: int, transactions: int, timings: CommitTimings | None = None,
+                      lingering_aborted: Sequence[str] = (), lost_transactions: Sequence[str] = (),
+                      oldest_transaction_begin_ms: int | None = None, transactional_id_prefix: str | None = None, transaction_timeout_ms: int | None = None,
+                      restart_budget_ms: int | None = None,
+                      totals_before: StatisticsTotals | None = None) -> CheckpointStatistics | None:
+    """Write checkpoint ``checkpoint_id``'s statistics once; never raises.
+
+    ``totals_before``: the running totals before this checkpoint, read with :func:`totals_before`
+    before the checkpoint was stored (storing it may subsume the previous one, and its record
+    with it, when only one checkpoint is retained); without it they are read now. Costs that read
+    and one conditional create. Returns what was written, or None when nothing was (already
+    recorded, checkpoint not stored, or an error, which is logged)."""
+    try:
+        now_ms = int(time.time() * 1000)
+        stats = CheckpointStatistics(
+            checkpoint_id=checkpoint_id, written_at_ms=now_ms, outcome=outcome,
+            records=records, transactions=transactions, timings=timings,
+            lingering_aborted=tuple(lingering_aborted), lost_transactions=tuple(lost_transactions),
+            oldest_transaction_age_ms=(None if oldest_transaction_begin_ms is None
+                                       else max(0, now_ms - oldest_transaction_begin_ms)),
+            transactional_id_prefix=transactional_id_prefix, transaction_timeout_ms=transaction_timeout_ms,
+            restart_budget_ms=restart_budget_ms)
+        if checkpoint_id not in store.ids_with_file(METADATA_FILE):
+            log.warning("checkpoint %d: not stored in %s; its statistics are not recorded",
+                        checkpoint_id, store.directory)
+            return None
+        if totals_before is None:
+            totals_before = totals_before_checkpoint(store, checkpoint_id)
+        stats = replace(stats, totals=totals_before.plus(stats))
+        store.add_checkpoint_file(checkpoint_id, STATISTICS_FILE, encode_statistics(stats))
+        return stats
+    except FileExistsError:
+        log.info("checkpoint %d: statistics were already recorded (by an earlier attempt)", checkpoint_id)
+    except Exception as exc:  # noqa: BLE001 - figures must never fail a commit
+        log.warning("checkpoint %d: recording its statistics in %s failed (%r); the commit is not "
+                    "affected", checkpoint_id, store.directory, exc)
+    return None
+
+
+def totals_before_checkpoint(store: FileCheckpointStore, checkpoint_id: int) -> StatisticsTotals:
+    """The running totals of the newest record older than ``checkpoint_id``; never raises (zero
+    totals when there is none or it cannot be read)."""
+    return read_totals(store, earlier_statistics_ids(store, checkpoint_id), checkpoint_id)
+
+
+def earlier_statistics_ids(store: FileCheckpointStore, checkpoint_id: int) -> list[int]:
+    """Ids older than ``checkpoint_id`` with statistics, newest first: from the store's listing,
+    so call it from the thread that writes through the store."""
+    try:
+        return [cid for cid in reversed(statistics_ids(store)) if cid < checkpoint_id]
+    except Exception as exc:  # noqa: BLE001 - figures must never fail a commit
+        log.warning("checkpoint %d: listing the previous statistics in %s failed (%r)", checkpoint_id,
+                    store.directory, exc)
+        return []
+
+
+def read_totals(store: FileCheckpointStore, newest_first: Sequence[int], checkpoint_id: int) -> StatisticsTotals:
+    """The totals of the first readable record of ``newest_first``; only reads files, so it may
+    run in another thread while the store writes."""
+    try:
+        for earlier in newest_first:
+            stats = read_statistics(store, earlier)
+            if stats is not None:
+                return stats.totals
+    except Exception as exc:  # noqa: BLE001 - figures must never fail a commit
+        log.warning("checkpoint %d: reading the previous statistics in %s failed (%r)", checkpoint_id,
+                    store.directory, exc)
+    return StatisticsTotals()
