@@ -125,6 +125,10 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
             )).alias("value"),
         )
         output = enriched
+    if os.environ.get("KAFKA_EOS_TASK_FAILURE_RATE"):
+        from kafka_testkit.task_failures import with_task_failures
+
+        output = with_task_failures(output)
     writer = (
         output.writeStream.format("kafka-eos")
         .options(**kafka_options(args))
@@ -190,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     from connectors.spark import register
-    from connectors.spark.writer import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV
+    from kafka_testkit.task_failures import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV
     from connectors.tools.job_hold import hold_until
 
     builder = (

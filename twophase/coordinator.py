@@ -201,11 +201,16 @@ class CheckpointCoordinator:
             self._abort_all_pending("restore")
             return self.recover(savepoint_path)
 
-    def recover(self, savepoint_path: str | Path | None = None) -> CompletedCheckpoint | None:
+    def recover(self, savepoint_path: str | Path | None = None, *,
+                abort_lingering: bool = True) -> CompletedCheckpoint | None:
         """The one recovery: restore every participant from the latest completed checkpoint (or
         the savepoint at ``savepoint_path``); sources rewind to its offsets. If it is stored but
         not confirmed committed, commit its transactions (again: commits are idempotent) and mark
-        it committed; then abort every lingering transaction of the sinks."""
+        it committed; then abort every lingering transaction of the sinks.
+
+        ``abort_lingering=False`` is for an engine that may recover while the writers of the next
+        checkpoint already write (Spark prepares its sink again in the process that commits a
+        batch); its sinks sweep after each commit instead."""
         with self._lock:
             if savepoint_path is not None:
                 checkpoint = savepoints.load_savepoint(savepoint_path)
@@ -242,7 +247,7 @@ class CheckpointCoordinator:
                         if items:
                             self._commit_with_retries(participant, items, checkpoint.checkpoint_id, recovering=True)
                     self._mark_committed(checkpoint, savepoint_path)
-            for participant in self._committers():
+            for participant in self._committers() if abort_lingering else []:
                 aborted = participant.abort_lingering(keep.get(participant.name, []), restored_id)
                 if aborted:
                     log.info("%s: aborted %d lingering transaction(s) after restoring checkpoint %s: %s",

@@ -3,9 +3,10 @@
 Every step of the lifecycle is the coordinator's (``twophase/coordinator.py``); this module only
 hands it what Spark gives the driver:
 
-- :meth:`SparkCommitProtocol.recover`, from ``streamWriter()`` before any task of a batch writes:
-  the coordinator's recovery (commit a stored but unconfirmed checkpoint, abort lingering
-  transactions);
+- :meth:`SparkCommitProtocol.recover`, from ``streamWriter()`` before the tasks of a batch write:
+  the coordinator's recovery (commit a stored but unconfirmed checkpoint; abort lingering
+  transactions, except from ``streamWriter()``, which Spark also calls in the process that commits
+  a batch whose tasks have written: there the sweep after the commit does it);
 - :meth:`SparkCommitProtocol.commit` (Spark's ``commit(messages, batchId)``): the tasks'
   committables are acknowledged as checkpoint N, which the coordinator stores, commits and marks;
 - :meth:`SparkCommitProtocol.abort` (Spark's ``abort(messages, batchId)``): a batch whose
@@ -112,10 +113,14 @@ class SparkCommitProtocol:
         coordinator.register(SparkSinkCommitter(self.committer, self.options, in_flight))
         return coordinator
 
-    def recover(self) -> int:
+    def recover(self, abort_lingering: bool = True) -> int:
         """The coordinator's recovery; returns the newest committed checkpoint id (-1 if none),
-        which write tasks of a replayed batch compare against."""
-        restored = self._coordinator().recover()
+        which write tasks of a replayed batch compare against.
+
+        ``abort_lingering=False`` where tasks of a batch may have written already: Spark calls
+        ``streamWriter()``, and so :func:`prepare_sink`, again in the process that commits or
+        aborts a batch."""
+        restored = self._coordinator().recover(abort_lingering=abort_lingering)
         return restored.checkpoint_id if restored else -1
 
     def commit(self, messages: Sequence[Any], checkpoint_id: int, *, replayable: bool = True) -> CommitTimings | None:
