@@ -257,7 +257,7 @@ def test_a_failed_sweep_after_the_commit_does_not_fail_the_batch(fake, tmp_path,
     protocol = SparkCommitProtocol(engine.options)
 
     def down(prefix):
-        # Not retriable, as the error of a bounced broker seen in issue 19's run.
+        # Not retriable: what a bounced broker's unknown id gives.
         raise KafkaConnectorError("list open transactions: UnknownBrokerIdError: 3")
 
     monkeypatch.setattr(protocol.committer.control(), "list_open_transactions", down)

@@ -19,6 +19,8 @@ _EXPORTS = {
     "CheckpointCoordinator": "twophase.coordinator",
     "CheckpointFailureError": "twophase.coordinator",
     "CheckpointTriggerError": "twophase.coordinator",
+    "CommitTimings": "twophase.coordinator",
+    "CommittingParticipant": "twophase.participants",
     "CheckpointParticipant": "twophase.participants",
     "ResettableSource": "twophase.participants",
     "RestoredState": "twophase.participants",
@@ -55,7 +57,14 @@ if TYPE_CHECKING:
         CheckpointCoordinator,
         CheckpointFailureError,
         CheckpointTriggerError,
+        CommitTimings,
     )
-    from twophase.participants import CheckpointParticipant, ResettableSource, RestoredState, TwoPhaseCommitSink
+    from twophase.participants import (
+        CheckpointParticipant,
+        CommittingParticipant,
+        ResettableSource,
+        RestoredState,
+        TwoPhaseCommitSink,
+    )
     from twophase.pipeline import LocalPipeline, PipelineResult
     from twophase.stats import CheckpointStats, CheckpointStatus

@@ -26,7 +26,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
@@ -271,9 +271,29 @@ class CheckpointCoordinator:
             self._attach(latest)
             return latest
 
-    def is_stored(self, checkpoint_id: int) -> bool:
-        """True when ``checkpoint_id`` is stored: its transactions are to be committed, never aborted."""
-        return checkpoint_id in self.store.checkpoint_ids()
+    def abort_checkpoint(self, checkpoint_id: int, states: Mapping[str, JsonValue]) -> bool:
+        """An engine gave up on ``checkpoint_id``, whose participants pre-committed ``states``.
+
+        Abort knows the decision: a stored checkpoint's transactions are committed, never
+        aborted, so a stored one is recovered (which commits it, if not confirmed yet) and True
+        is returned; otherwise every transaction the states name is aborted (all attempted, the
+        first error raised) and False is returned."""
+        with self._lock:
+            if checkpoint_id in self.store.checkpoint_ids():
+                self.recover()
+                return True
+            errors: list[Exception] = []
+            for participant in self._committers():
+                state = states.get(participant.name)
+                if state is None:
+                    continue
+                try:
+                    participant.abort_transactions(participant.committables(checkpoint_id, state))
+                except Exception as exc:
+                    errors.append(exc)
+            if errors:
+                raise errors[0]
+            return False
 
     def _attach(self, checkpoint: CompletedCheckpoint | None) -> None:
         self.latest_completed = checkpoint

@@ -173,23 +173,26 @@ class SparkCommitProtocol:
         return timings
 
     def abort(self, messages: Sequence[Any], checkpoint_id: int) -> None:
-        """Spark gave up on batch ``checkpoint_id``. Stored means decided: its transactions are
-        committed (now, or by the next recovery), never aborted. Otherwise they are aborted;
-        what this cannot end, the next recovery's sweep does."""
+        """Spark gave up on batch ``checkpoint_id``: the coordinator's abort, which commits a
+        stored batch (never aborts it) and aborts only a batch never stored. What this cannot
+        end is left to the next recovery."""
         states = [m.committable for m in messages if m is not None and m.committable is not None]
-        if self.store.latest() is not None and checkpoint_id in self.store.checkpoint_ids():
-            try:
-                self.recover()
-            except Exception as exc:
+        try:
+            stored = self._coordinator().abort_checkpoint(checkpoint_id, {SINK_PARTICIPANT: states})
+        except Exception as exc:
+            if checkpoint_id in self.store.checkpoint_ids():
                 log.warning("batch %d failed after its checkpoint was stored: its %d transactions are committed, "
-                            "not aborted; committing them here failed (%r), the next recovery commits them",
+                            "not aborted; committing them here failed (%r), the next recovery does",
                             checkpoint_id, len(states), exc)
             else:
-                log.warning("batch %d failed after its checkpoint was stored: its %d transactions are committed, "
-                            "not aborted", checkpoint_id, len(states))
+                log.warning("batch %d failed: aborting its %d pre-committed transactions failed (%r); the next "
+                            "recovery aborts them as lingering", checkpoint_id, len(states), exc)
             return
-        log.warning("batch %d failed: aborting %d pre-committed transactions", checkpoint_id, len(states))
-        self._abort([(checkpoint_id, c) for c in committables_of(states)])
+        if stored:
+            log.warning("batch %d failed after its checkpoint was stored: its %d transactions are committed, "
+                        "not aborted", checkpoint_id, len(states))
+        else:
+            log.warning("batch %d failed: aborted its %d pre-committed transactions", checkpoint_id, len(states))
 
     def _abort(self, committables: Sequence[tuple[int, KafkaCommittable]]) -> None:
         try:
