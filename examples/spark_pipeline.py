@@ -9,7 +9,8 @@ position, and writes JSON keyed like the input. The only change from
 a job on Spark's own Kafka connector is the format name ``kafka-eos``.
 
 With ``--failpoint`` the whole job (driver JVM, Python workers) dies by SIGKILL at that point of
-the protocol, like a host losing power; run it again with the same checkpoint directory and it
+the protocol, like a host losing power (with ``--failpoint-exit process`` only the Python process
+that reaches it dies, and Spark goes on); run it again with the same checkpoint directory and it
 recovers. ``KAFKA_EOS_TASK_FAILURE_RATE`` / ``KAFKA_EOS_TASK_FAILURE_SEED`` fail the first
 attempt of a seeded share of write tasks, which Spark retries. With ``--hold-until FILE`` a
 bounded run waits, once its input is processed, until FILE exists before it exits, so that a fault
@@ -80,6 +81,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="copy: value + '|copied' (what examples/copy_pipeline.py does)")
     parser.add_argument("--failpoint", action="append", default=[],
                         help=f"NAME:ACTION[@HIT], NAME in {', '.join(failpoints.ALL)}; may repeat")
+    parser.add_argument("--failpoint-exit", choices=["job", "process"], default="job",
+                        help="what a failpoint's exit action ends: the whole job (driver JVM and Python workers, "
+                             "like a host losing power), or only the Python process that reaches it (the JVM "
+                             "lives on and Spark sees its Python worker die)")
     parser.add_argument("--log-level", default="WARN")
     parser.add_argument("--metrics-file", default=None,
                         help="append one JSON line per micro-batch (batchId, numInputRows, durationMs, "
@@ -144,6 +149,10 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
             )).alias("value"),
         )
         output = enriched
+    if os.environ.get("KAFKA_EOS_TASK_FAILURE_RATE"):
+        from kafka_testkit.task_failures import with_task_failures
+
+        output = with_task_failures(output)
     writer = (
         output.writeStream.format("kafka-eos")
         .options(**kafka_options(args))
@@ -203,14 +212,17 @@ def main(argv: list[str] | None = None) -> int:
         os.setpgid(0, 0)  # lead a group of our own, so a failpoint kills this job and nothing else
     except PermissionError:
         pass  # already a session leader (started with start_new_session)
-    os.environ[failpoints.KILL_GROUP_ENV] = str(os.getpgid(0))
+    if args.failpoint_exit == "job":
+        os.environ[failpoints.KILL_GROUP_ENV] = str(os.getpgid(0))
+    else:
+        os.environ.pop(failpoints.KILL_GROUP_ENV, None)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     failpoints.load_from_env()
 
     from pyspark.sql import SparkSession
 
     from connectors.spark import register
-    from connectors.spark.writer import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV
+    from kafka_testkit.task_failures import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV
     from job_hold import hold_until
 
     builder = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.spark.writer import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV
+from kafka_testkit.task_failures import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV
 from kafka_io import (
     assert_exactly_once,
     copied_id,

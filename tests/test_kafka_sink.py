@@ -1,4 +1,6 @@
 import logging
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -9,6 +11,9 @@ from kafka_testkit.fake_cluster import FakeKafkaClients
 from connectors.kafka.sink import KafkaSink
 from connectors.kafka.writer import ProducerRecord
 from kafka_fixtures import read_all
+from twophase.checkpoint import CompletedCheckpoint
+from twophase.checkpoint_store import FileCheckpointStore
+from twophase.coordinator import CheckpointCoordinator
 from twophase.participants import RestoredState
 
 
@@ -25,8 +30,20 @@ def make_sink(fake, prefix="job-a", writer=0, fresh_start=True, **overrides):
     options.update(overrides)
     sink = KafkaSink(KafkaSinkConfig(**options), name=f"sink-{writer}", writer=writer, clients=fake)
     if fresh_start:
-        sink.restore(RestoredState(None, None, False))
+        recover(sink, RestoredState(None, None, False))
     return sink
+
+
+def recover(sink, restored):
+    """The coordinator's recovery of ``sink`` alone, from a store holding ``restored``."""
+    store = FileCheckpointStore(Path(tempfile.mkdtemp(prefix="kafka-sink-test-")) / "chk")
+    if restored.checkpoint_id is not None:
+        store.add(CompletedCheckpoint(restored.checkpoint_id, 0, 0, {sink.name: restored.state}))
+        if restored.committed:
+            store.mark_committed(restored.checkpoint_id)
+    coordinator = CheckpointCoordinator(store)
+    coordinator.register(sink)
+    coordinator.restore()
 
 
 def visible(fake, topic="out"):
@@ -87,7 +104,7 @@ def test_broker_down_past_the_retry_budget_keeps_the_transaction_pending(fake):
     assert sink.pending_checkpoint_ids() == [1]
     fake.set_available(True)
     recovered = make_sink(fake, fresh_start=False)
-    recovered.restore(RestoredState(1, state, committed=False))
+    recover(recovered, RestoredState(1, state, committed=False))
     assert visible(fake) == [b"x"]
 
 
@@ -154,12 +171,12 @@ def test_restore_recommits_kept_and_aborts_only_own_writer_and_prefix(fake):
     mine.invoke({"value": b"mine"})
     my_state = mine.snapshot_state(1)
 
-    make_sink(fake, fresh_start=False).restore(RestoredState(1, my_state, committed=False))
+    recover(make_sink(fake, fresh_start=False), RestoredState(1, my_state, committed=False))
     open_ids = {t.transactional_id for t in fake.txn_control().list_open_transactions("job-a")}
     assert open_ids == {"job-a1-0-1", "job-a-1-1"}, "another job's or another writer's transaction was touched"
     # The two open transactions hold the LSO back: "mine" is committed but not readable yet.
     assert visible(fake) == []
-    make_sink(fake, writer=1, fresh_start=False).restore(RestoredState(1, sibling_state, committed=False))
+    recover(make_sink(fake, writer=1, fresh_start=False), RestoredState(1, sibling_state, committed=False))
     other_job.notify_checkpoint_aborted(1)
     assert visible(fake) == [b"mine", b"sibling"]
 

@@ -1,6 +1,7 @@
 """The kafka-eos format on Spark local[2,4] over the fake cluster (shared across Spark's Python
-worker processes through its state file). Every write task of this module fails its first
-attempt with a seeded probability, so each test also shows that retried tasks are fenced."""
+worker processes through its state file). Every write task of this module's copies fails its
+first attempt with a seeded probability (kafka_testkit.task_failures, after the sink has written
+the task's rows), so each test also shows that retried tasks are fenced."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 pyspark = pytest.importorskip("pyspark")
 
 from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
-from connectors.spark.writer import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV  # noqa: E402
+from kafka_testkit.task_failures import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV, with_task_failures  # noqa: E402
 from kafka_fixtures import produce_aborted, produce_committed, read_all  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -61,7 +62,7 @@ def start_copy(spark, fake, checkpoint, **extra):
     source = (spark.readStream.format("kafka-eos").option("kafka.bootstrap.servers", fake.bootstrap_servers)
               .option("subscribe", "in").option("startingOffsets", "earliest")
               .option("maxOffsetsPerTrigger", "300").load())
-    writer = (source.selectExpr("key", "value").writeStream.format("kafka-eos")
+    writer = (with_task_failures(source.selectExpr("key", "value")).writeStream.format("kafka-eos")
               .option("kafka.bootstrap.servers", fake.bootstrap_servers).option("topic", "out")
               .option("checkpointLocation", str(checkpoint)))
     for key, value in extra.items():
@@ -170,7 +171,7 @@ def test_a_reset_checkpoint_with_its_state_kept_is_refused(spark, fake, tmp_path
 
 def test_batch_write_and_bounded_batch_read(spark, fake, tmp_path):
     rows = [(f"k{i}".encode(), f"v{i}".encode()) for i in range(200)]
-    df = spark.createDataFrame(rows, "key binary, value binary").repartition(3)
+    df = with_task_failures(spark.createDataFrame(rows, "key binary, value binary").repartition(3))
     (df.write.format("kafka-eos").option("kafka.bootstrap.servers", fake.bootstrap_servers)
      .option("topic", "out").option("eos.stateDir", str(tmp_path / "state")).mode("append").save())
     assert sorted(r.value for r in read_all(fake, "out")) == sorted(v for _, v in rows)
@@ -206,7 +207,7 @@ def test_foreach_batch_helper_is_exactly_once_across_replays(spark, fake, tmp_pa
 
     def transform(batch_df, batch_id):
         calls.append(batch_id)
-        return batch_df.selectExpr("key", "value")
+        return with_task_failures(batch_df.selectExpr("key", "value"))
 
     def start():
         source = (spark.readStream.format("kafka-eos").option("kafka.bootstrap.servers", fake.bootstrap_servers)

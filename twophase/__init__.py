@@ -21,6 +21,8 @@ _EXPORTS = {
     "CheckpointFailureError": "twophase.errors",
     "CheckpointTriggerError": "twophase.errors",
     "KafkaEosError": "twophase.errors",
+    "CommitTimings": "twophase.coordinator",
+    "CommittingParticipant": "twophase.participants",
     "CheckpointParticipant": "twophase.participants",
     "ResettableSource": "twophase.participants",
     "RestoredState": "twophase.participants",
@@ -58,6 +60,13 @@ if TYPE_CHECKING:
         CheckpointTriggerError,
         KafkaEosError,
     )
-    from twophase.participants import CheckpointParticipant, ResettableSource, RestoredState, TwoPhaseCommitSink
+    from twophase.coordinator import CommitTimings
+    from twophase.participants import (
+        CheckpointParticipant,
+        CommittingParticipant,
+        ResettableSource,
+        RestoredState,
+        TwoPhaseCommitSink,
+    )
     from twophase.pipeline import LocalPipeline, PipelineResult
     from twophase.stats import CheckpointStats, CheckpointStatus

@@ -1,6 +1,11 @@
 """What takes part in a checkpoint: the participant contract, resettable sources and
 two-phase-commit sinks (Flink's CheckpointedFunction, CheckpointListener and
-TwoPhaseCommitSinkFunction, in Python)."""
+TwoPhaseCommitSinkFunction, in Python).
+
+A two-phase-commit sink has two sides, as in Flink's Sink V2: the writer side (begin, write,
+pre-commit) runs where records are produced, and the committer side (:class:`CommittingParticipant`:
+commit, abort, recover-and-commit, abort lingering) is driven by the coordinator, which alone
+decides when each step runs (``twophase/coordinator.py``)."""
 
 from __future__ import annotations
 
@@ -89,23 +94,68 @@ class ResettableSource(CheckpointParticipant, Generic[Offsets]):
         self.restore_state(restored.state)
 
 
-class TwoPhaseCommitSink(CheckpointParticipant, Generic[Txn, Committable]):
+class CommittingParticipant(CheckpointParticipant, Generic[Committable]):
+    """The committer side of a two-phase-commit sink: its checkpointed state names pre-committed
+    transactions, and the coordinator ends them.
+
+    The coordinator runs every step; a subclass only says how. Once a checkpoint is stored its
+    transactions are committed, never aborted, whoever gets there: the coordinator right after
+    storing it, or the recovery of whichever process comes next. Transactions pre-committed for a
+    checkpoint that was never stored are aborted.
+    """
+
+    commits_on_notify = True
+    #: Abort lingering transactions after every commit, not only at recovery: for engines where no
+    #: transaction of the sink may be open between checkpoints (Spark's micro-batches).
+    sweeps_after_commit = False
+
+    @abstractmethod
+    def committables(self, checkpoint_id: int, state: JsonValue) -> list[tuple[int, Committable]]:
+        """The transactions checkpoint ``checkpoint_id`` must commit, given this participant's
+        ``state`` in it, each with the checkpoint it was pre-committed for, oldest first."""
+
+    @abstractmethod
+    def commit_transactions(self, committables: Sequence[tuple[int, Committable]], recovering: bool) -> None:
+        """Commit every one (idempotently: a repeat of a done commit succeeds). Attempt all of them
+        even when one fails, then raise the first error. ``recovering``: they come from a
+        restored checkpoint, not from this process's own pre-commit."""
+
+    @abstractmethod
+    def abort_transactions(self, committables: Sequence[tuple[int, Committable]]) -> None:
+        """Abort every one. A transaction found already ended (committed, aborted, fenced) is not
+        an error. Attempt all of them even when one fails, then raise the first error."""
+
+    @abstractmethod
+    def abort_lingering(self, keep: Sequence[Committable], checkpoint_id: int | None) -> list[str]:
+        """Abort every open transaction of this sink except those in ``keep``, so that no reader
+        stays stalled behind a transaction nobody will ever end; return their ids."""
+
+    def committed(self, checkpoint_id: int) -> None:
+        """Every transaction of checkpoints <= ``checkpoint_id`` is committed: forget them."""
+
+    def snapshot_state(self, checkpoint_id: int) -> JsonValue:
+        raise RuntimeError(f"participant {self.name!r} acknowledges externally; it has no snapshot")
+
+    def restore(self, restored: RestoredState) -> None:
+        """Reset what this process holds; the coordinator has recovered the transactions."""
+
+
+class TwoPhaseCommitSink(CommittingParticipant[Committable], Generic[Txn, Committable]):
     """Exactly-once sink: one transaction per checkpoint, committed when the checkpoint completes.
 
     Subclasses implement the transaction operations; this base keeps the pre-committed
-    transactions keyed by checkpoint id and drives them through the checkpoint lifecycle:
+    transactions keyed by checkpoint id. The coordinator drives them through the lifecycle:
 
     - ``snapshot_state(N)``: pre-commit the current transaction, start the next one, and return
       every committable not yet confirmed committed (an older one survives in newer checkpoints
       until its commit is confirmed, so no retention of old checkpoints can lose it);
-    - ``notify_checkpoint_complete(N)``: commit every pending transaction of a checkpoint <= N, in
-      checkpoint order (a missed notification is made good by the next one, as in Flink);
+    - once N is stored, every pending transaction of a checkpoint <= N is committed, in checkpoint
+      order (a missed commit is made good by the next checkpoint's, as in Flink);
     - ``notify_checkpoint_aborted(N)``: abort what was pre-committed for N;
-    - ``restore``: commit the restored committables again unless the checkpoint is known committed
-      (``recover_and_commit`` must be idempotent), then abort lingering transactions.
+    - on restore, the restored committables are committed again unless the checkpoint is known
+      committed (``recover_and_commit`` must be idempotent), then lingering transactions are
+      aborted (``recover_and_abort``).
     """
-
-    commits_on_notify = True
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -152,7 +202,7 @@ class TwoPhaseCommitSink(CheckpointParticipant, Generic[Txn, Committable]):
         """Abort every transaction of this sink still open, except those in ``keep``, so that no
         reader stays stalled behind a transaction nobody will ever end."""
 
-    # -- the lifecycle, driven by the coordinator -----------------------------------------------
+    # -- the writer side ------------------------------------------------------------------------
 
     def invoke(self, value: Any) -> None:
         """Write one value into the current transaction."""
@@ -174,44 +224,60 @@ class TwoPhaseCommitSink(CheckpointParticipant, Generic[Txn, Committable]):
             for cid, cs in sorted(self._pending.items())
         ]
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
-        due = sorted(cid for cid in self._pending if cid <= checkpoint_id)
-        if not due:
-            return
-        failpoints.hit(failpoints.BEFORE_COMMIT, sink=self.name, checkpoint_id=checkpoint_id)
-        total = sum(len(self._pending[cid]) for cid in due)
-        done = 0
-        for cid in due:
-            committables = self._pending[cid]
-            while committables:
-                self.commit(committables[0], cid)
-                # Drop it only once committed: a failed commit stays pending for the next notify
-                # or for recovery.
-                committables.pop(0)
-                done += 1
-                if done < total:
-                    failpoints.hit(failpoints.MID_COMMIT, sink=self.name, checkpoint_id=cid)
+    # -- the committer side, driven by the coordinator ------------------------------------------
+
+    def committables(self, checkpoint_id: int, state: JsonValue) -> list[tuple[int, Committable]]:
+        if self._pending:
+            # This process pre-committed them: the objects are at hand, no need to parse the state.
+            return [(cid, c) for cid in sorted(self._pending) if cid <= checkpoint_id for c in self._pending[cid]]
+        return [(int(entry["checkpoint_id"]), self.deserialize_committable(data))
+                for entry in state or [] for data in entry["committables"]]
+
+    def commit_transactions(self, committables: Sequence[tuple[int, Committable]], recovering: bool) -> None:
+        errors: list[Exception] = []
+        for cid, committable in committables:
+            try:
+                if recovering:
+                    log.info("sink %s: re-committing a transaction of checkpoint %d on restore", self.name, cid)
+                    self.recover_and_commit(committable, cid)
+                else:
+                    self.commit(committable, cid)
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    def abort_transactions(self, committables: Sequence[tuple[int, Committable]]) -> None:
+        errors: list[Exception] = []
+        for cid, committable in committables:
+            try:
+                self.abort(committable, cid)
+            except Exception as exc:
+                log.warning("sink %s: aborting a transaction of checkpoint %d failed: %r", self.name, cid, exc)
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    def abort_lingering(self, keep: Sequence[Committable], checkpoint_id: int | None) -> list[str]:
+        self.recover_and_abort(keep, checkpoint_id)
+        return []
+
+    def committed(self, checkpoint_id: int) -> None:
+        for cid in [cid for cid in self._pending if cid <= checkpoint_id]:
             del self._pending[cid]
 
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Commit every pending transaction of a checkpoint <= ``checkpoint_id`` (what the
+        coordinator does once the checkpoint is stored)."""
+        self.commit_transactions(self.committables(checkpoint_id, None), recovering=False)
+        self.committed(checkpoint_id)
+
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
-        for committable in self._pending.pop(checkpoint_id, []):
-            self.abort(committable, checkpoint_id)
+        self.abort_transactions([(checkpoint_id, c) for c in self._pending.pop(checkpoint_id, [])])
 
     def restore(self, restored: RestoredState) -> None:
-        failpoints.hit(failpoints.DURING_RESTORE, sink=self.name, checkpoint_id=restored.checkpoint_id)
         self._pending.clear()
         self._current = None
-        keep: list[Committable] = []
-        for entry in restored.state or []:
-            cid = int(entry["checkpoint_id"])
-            for data in entry["committables"]:
-                committable = self.deserialize_committable(data)
-                keep.append(committable)
-                if not restored.committed:
-                    log.info("sink %s: re-committing a transaction of checkpoint %d on restore "
-                             "(restored checkpoint %s)", self.name, cid, restored.checkpoint_id)
-                    self.recover_and_commit(committable, cid)
-        self.recover_and_abort(keep, restored.checkpoint_id)
         self._current_checkpoint_id = (restored.checkpoint_id or 0) + 1
 
     def pending_checkpoint_ids(self) -> list[int]:

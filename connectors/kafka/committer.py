@@ -34,7 +34,6 @@ from connectors.kafka.errors import (
     TransactionalIdNotFoundError,
     TransactionLostError,
 )
-from twophase import failpoints
 
 log = logging.getLogger(__name__)
 
@@ -97,14 +96,20 @@ class KafkaTransactionCommitter:
                         age_ms, committable.transaction_timeout_ms)
 
     def abort(self, committable: KafkaCommittable, checkpoint_id: int) -> None:
-        """Abort one transaction. Already aborted (or fenced, which aborted it) is fine."""
+        """Abort one transaction. Already ended (aborted, fenced, which aborted it, or committed) is fine."""
         if committable.transactional_id is None or committable.record_count == 0:
             return
         try:
             self._end(committable, checkpoint_id, commit=False)
         except (ProducerFencedError, InvalidProducerEpochError, TransactionalIdNotFoundError) as exc:
-            log.info("checkpoint %d: transaction %s was already ended by the broker (%r)",
-                     checkpoint_id, committable.transactional_id, exc)
+            log.info("checkpoint %d: transaction %s was already ended by the broker (%s)",
+                     checkpoint_id, committable.transactional_id, type(exc).__name__)
+        except InvalidTxnStateError:
+            # Not ongoing under this producer epoch: already committed (or never begun). Either
+            # way there is nothing to abort.
+            log.info("checkpoint %d: transaction %s is no longer open (already committed or never begun); "
+                     "nothing to abort", checkpoint_id, committable.transactional_id)
+            return
         log.debug("checkpoint %d: aborted %s", checkpoint_id, committable.transactional_id)
 
     def _end(self, committable: KafkaCommittable, checkpoint_id: int, commit: bool) -> None:
@@ -147,44 +152,32 @@ class KafkaTransactionCommitter:
     # -- many transactions -----------------------------------------------------------------------
 
     def commit_all(self, committables: Sequence[KafkaCommittable], checkpoint_id: int) -> None:
-        """Commit every transaction of a checkpoint.
-
-        The first transaction is committed alone and then the rest together, all their EndTxn
-        requests in flight at once; a crash between the two (failpoint mid_commit) leaves the
-        checkpoint partly committed, which is the window recovery has to close. Transactions that
-        fail retriably are then retried one by one, ``commit_parallelism`` at a time. All are
-        attempted even when one fails, so one lost transaction does not leave others open
-        (stalling readers); then the first error is raised."""
-        transactional = [c for c in committables if c.transactional_id is not None]
-        if not transactional:
+        """Commit every transaction given, all their EndTxn requests in flight at once.
+        Transactions that fail retriably are then retried one by one, ``commit_parallelism`` at a
+        time. All are attempted even when one fails, so one lost transaction does not leave others
+        open (stalling readers); then the first error is raised."""
+        to_end = [c for c in committables if c.transactional_id is not None and c.record_count != 0]
+        if not to_end:
             return
-        failpoints.hit(failpoints.BEFORE_COMMIT, checkpoint_id=checkpoint_id)
-        to_end = [c for c in transactional if c.record_count != 0]
         for committable in to_end:
             self._warn_if_old(committable, checkpoint_id)
         errors: list[BaseException] = []
         retry: list[KafkaCommittable] = []
-        rounds = [to_end[:1], to_end[1:]]
-        for number, group in enumerate(rounds):
-            if not group:
-                continue
-            results = self.control().end_transactions(
-                [(c.transactional_id or "", c.identity) for c in group], commit=True)
-            for committable in group:
-                error = results.get(committable.transactional_id or "")
-                if error is None:
-                    log.debug("checkpoint %d: committed %s (%d records)", checkpoint_id,
-                              committable.transactional_id, committable.record_count)
-                elif isinstance(error, _LOST):
-                    errors.append(self._lost(committable, checkpoint_id, error))
-                elif isinstance(error, RetriableKafkaError):
-                    log.warning("checkpoint %d: commit of %s failed: %r; retrying", checkpoint_id,
-                                committable.transactional_id, error)
-                    retry.append(committable)
-                else:
-                    errors.append(error)
-            if number == 0 and rounds[1]:
-                failpoints.hit(failpoints.MID_COMMIT, checkpoint_id=checkpoint_id)
+        results = self.control().end_transactions(
+            [(c.transactional_id or "", c.identity) for c in to_end], commit=True)
+        for committable in to_end:
+            error = results.get(committable.transactional_id or "")
+            if error is None:
+                log.debug("checkpoint %d: committed %s (%d records)", checkpoint_id,
+                          committable.transactional_id, committable.record_count)
+            elif isinstance(error, _LOST):
+                errors.append(self._lost(committable, checkpoint_id, error))
+            elif isinstance(error, RetriableKafkaError):
+                log.warning("checkpoint %d: commit of %s failed: %r; retrying", checkpoint_id,
+                            committable.transactional_id, error)
+                retry.append(committable)
+            else:
+                errors.append(error)
         errors.extend(self._commit_each(retry, checkpoint_id))
         if errors:
             lost = [e for e in errors if isinstance(e, TransactionLostError)]
@@ -205,5 +198,14 @@ class KafkaTransactionCommitter:
         return errors
 
     def abort_all(self, committables: Iterable[KafkaCommittable], checkpoint_id: int) -> None:
+        """Abort every transaction given; all are attempted even when one fails, then the first
+        error is raised."""
+        errors: list[Exception] = []
         for committable in committables:
-            self.abort(committable, checkpoint_id)
+            try:
+                self.abort(committable, checkpoint_id)
+            except Exception as exc:
+                log.warning("checkpoint %d: abort of %s failed: %r", checkpoint_id, committable.transactional_id, exc)
+                errors.append(exc)
+        if errors:
+            raise errors[0]

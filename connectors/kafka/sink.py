@@ -2,9 +2,9 @@
 
 Each checkpoint's records go into one transaction of an id from the sink's pool
 (``transactional_ids.py``: ``{prefix}-{writer}-{checkpoint % 2}``). pre-commit flushes it; the
-coordinator stores its handle; on notify the handle is committed with EndTxn. On restore, the
-handles of an unconfirmed checkpoint are committed again and every other open transaction of this
-writer is aborted, so no read_committed consumer stays stalled.
+coordinator stores its handle and then commits it with EndTxn. On recovery, the coordinator has
+the handles of an unconfirmed checkpoint committed again and every other open transaction of this
+writer aborted, so no read_committed consumer stays stalled.
 """
 
 from __future__ import annotations
@@ -91,6 +91,31 @@ class KafkaSink(TwoPhaseCommitSink[KafkaTransactionWriter, KafkaCommittable]):
 
     def abort(self, committable: KafkaCommittable, checkpoint_id: int) -> None:
         self.committer.abort(committable, checkpoint_id)
+
+    def commit_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]], recovering: bool) -> None:
+        # EndTxn for every transaction of a checkpoint at once, not one after the other.
+        errors: list[Exception] = []
+        for checkpoint_id in sorted({cid for cid, _ in committables}):
+            group = [c for cid, c in committables if cid == checkpoint_id]
+            if recovering:
+                log.info("sink %s: re-committing %d transaction(s) of checkpoint %d on restore",
+                         self.name, len(group), checkpoint_id)
+            try:
+                self.committer.commit_all(group, checkpoint_id)
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    def abort_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]]) -> None:
+        errors: list[Exception] = []
+        for checkpoint_id in sorted({cid for cid, _ in committables}):
+            try:
+                self.committer.abort_all([c for cid, c in committables if cid == checkpoint_id], checkpoint_id)
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
 
     def recover_and_abort(self, keep: Sequence[KafkaCommittable], restored_checkpoint_id: int | None) -> None:
         if self.id_pool is None:

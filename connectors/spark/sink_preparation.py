@@ -1,0 +1,42 @@
+"""The driver's preparation of the ``kafka-eos`` sink, before any task of a query writes: check
+the input schema and the broker's limits, refuse a lost or foreign state, and run the
+coordinator's recovery."""
+
+from __future__ import annotations
+
+import threading
+
+from pyspark.sql.types import StructType
+
+from connectors.kafka.client_factory import clients_for
+from connectors.kafka.guardrails import check_sink
+from connectors.spark.commit_protocol import SparkCommitProtocol
+from connectors.spark.options import SinkOptions
+from connectors.spark.schema import check_sink_schema
+from connectors.spark.state_guard import guard_sink_state
+
+_guardrails_checked: set[tuple[object, ...]] = set()
+_guardrails_lock = threading.Lock()
+
+
+def prepare_sink(options: SinkOptions, schema: StructType) -> int:
+    """Returns the newest committed checkpoint id (-1 if none), which write tasks compare their
+    batch id against."""
+    check_sink_schema(schema, options.config.topic)
+    config = options.config
+    key = (config.bootstrap_servers, config.transactional_id_prefix, config.transaction_timeout_ms,
+           config.checkpoint_timeout_ms + config.restart_budget_ms, tuple(sorted(config.client_config.items())))
+    with _guardrails_lock:
+        if key not in _guardrails_checked:
+            check_sink(config, clients_for(config.bootstrap_servers, config.client_config))
+            _guardrails_checked.add(key)
+    if not config.exactly_once:
+        return -1
+    guard_sink_state(options)
+    protocol = SparkCommitProtocol(options)
+    try:
+        # Spark calls streamWriter() (so this) also in the process that commits or aborts a batch,
+        # after its tasks wrote: sweeping here would abort the batch's own transactions.
+        return protocol.recover(abort_lingering=False)
+    finally:
+        protocol.close()

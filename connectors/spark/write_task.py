@@ -1,0 +1,120 @@
+"""The executor side of the ``kafka-eos`` sink: one Spark write task, one Kafka transaction.
+
+Each task writes its rows in one transaction, whose id comes from the sink's pool
+(``transactional_ids.py``: ``{prefix}-{partition id}-{batch id % 2}``), and pre-commits it
+(flush); the handle goes back to the driver as the task's commit message. A retried task
+re-initialises the same id, which fences its zombie and aborts the zombie's transaction. A task of
+a replayed batch that is already committed writes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import TaskContext
+from pyspark.sql.datasource import WriterCommitMessage
+
+from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients import ProduceBatch
+from connectors.kafka.producer_pool import PRODUCERS
+from connectors.kafka.transactional_ids import TransactionalIdPool
+from connectors.kafka.writer import KafkaTransactionWriter
+from connectors.spark.gc_pause import gc_paused
+from connectors.spark.options import SinkOptions
+from twophase import failpoints
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class KafkaCommitMessage(WriterCommitMessage):
+    """What a write task sends the driver: its transaction's committable, as JSON (the driver
+    stores it as is, and parses it once to commit)."""
+
+    checkpoint_id: int
+    partition_id: int
+    attempt: int
+    committable: dict[str, Any] | None
+    record_count: int
+    skipped: bool = False
+
+
+def _as_binary(column: pa.Array) -> pa.Array:
+    # A string column's UTF-8 bytes are its binary form: the cast copies no data, and bytes
+    # objects are what the producer sends.
+    return column.cast(pa.binary()) if pa.types.is_string(column.type) or pa.types.is_large_string(column.type) \
+        else column
+
+
+def produce_batch_of(batch: pa.RecordBatch, topic_option: str | None, include_headers: bool) -> ProduceBatch:
+    """The records of one Arrow batch of the sink's input, as Spark's Kafka sink reads them:
+    the ``topic`` option, when set, overrides the topic column; a null partition lets the
+    producer's partitioner choose. The schema was checked on the driver (check_sink_schema)."""
+    names = batch.schema.names
+    values = _as_binary(batch.column("value")).to_pylist()
+    keys = _as_binary(batch.column("key")).to_pylist() if "key" in names else None
+    topics = None
+    if topic_option is None:
+        column = batch.column("topic")
+        if column.null_count:
+            raise ValueError("[kafka-eos] null topic present in the data; use the topic option for "
+                             "setting a topic")
+        topics = column.to_pylist()
+    partitions = None
+    if "partition" in names:
+        column = batch.column("partition")
+        if column.null_count < len(column):
+            lowest = pc.min(column).as_py()
+            if lowest is not None and lowest < 0:
+                raise ValueError(f"[kafka-eos] partition column holds {lowest}; partitions are >= 0 "
+                                 "(or null, for the producer's partitioner)")
+            partitions = column.to_pylist()
+    headers = None
+    if include_headers and "headers" in names and batch.column("headers").null_count < batch.num_rows:
+        headers = [[(h["key"], h["value"]) for h in record] if record else None
+                   for record in batch.column("headers").to_pylist()]
+    return ProduceBatch(topic=topic_option, values=values, keys=keys, topics=topics,
+                        partitions=partitions, headers=headers)
+
+
+def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], checkpoint_id: int,
+               committed_through: int) -> KafkaCommitMessage:
+    """Write one task's rows of checkpoint ``checkpoint_id`` and pre-commit them."""
+    context = TaskContext.get()
+    partition_id = context.partitionId() if context else 0
+    attempt = context.attemptNumber() if context else 0
+    if checkpoint_id <= committed_through:
+        for _ in batches:  # Spark expects the input consumed
+            pass
+        return KafkaCommitMessage(checkpoint_id, partition_id, attempt, None, 0, skipped=True)
+    config = options.config
+    clients = clients_for(config.bootstrap_servers, config.client_config)
+    transactional_id = None
+    if config.exactly_once and config.transactional_id_prefix is not None:
+        transactional_id = TransactionalIdPool(config.transactional_id_prefix).transactional_id(
+            partition_id, checkpoint_id)
+    # The producer is made ready (InitProducerId) while Spark computes the task's first rows.
+    prepared = None if transactional_id is None else PRODUCERS.prepare(
+        clients, transactional_id, KafkaTransactionWriter.producer_config(config), config.flush_timeout_s)
+    writer = KafkaTransactionWriter(clients, config, transactional_id, checkpoint_id, prepared=prepared)
+    try:
+        with gc_paused():
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                writer.write_batch(produce_batch_of(batch, config.topic, options.include_headers))
+        if writer.record_count == 0:
+            writer.discard()
+            return KafkaCommitMessage(checkpoint_id, partition_id, attempt, None, 0)
+        failpoints.hit(failpoints.BEFORE_PRE_COMMIT, checkpoint_id=checkpoint_id, task=partition_id)
+        committable = writer.pre_commit()
+        failpoints.hit(failpoints.AFTER_PRE_COMMIT, checkpoint_id=checkpoint_id, task=partition_id)
+    except BaseException:
+        writer.abort()
+        raise
+    return KafkaCommitMessage(checkpoint_id, partition_id, attempt, committable.to_json(),
+                              committable.record_count)

@@ -1,0 +1,284 @@
+"""The one lifecycle (trigger -> acknowledgements -> store -> commit all -> mark -> sweep, and the
+one recovery), driven by both adapters over the fake cluster: the in-process engine (LocalPipeline
+with KafkaSinks) and the Spark adapter (the executors' write task and the driver's commit
+protocol, without Spark). A crash is injected between every two steps; then the job restarts as
+its engine would, and the output must hold every record exactly once with no transaction left
+open. Each commit-window failpoint is reached at exactly one site per checkpoint."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+import pyarrow as pa  # noqa: E402
+
+from connectors.kafka.config import KafkaSinkConfig  # noqa: E402
+from connectors.kafka.errors import BrokerUnavailableError, InvalidTxnStateError, KafkaConnectorError  # noqa: E402
+from connectors.kafka.sink import KafkaSink  # noqa: E402
+from connectors.spark import write_task as write_task_module  # noqa: E402
+from connectors.spark.commit_protocol import SparkCommitProtocol  # noqa: E402
+from connectors.spark.options import parse_sink_options  # noqa: E402
+from connectors.spark.write_task import write_task  # noqa: E402
+from kafka_fixtures import read_all  # noqa: E402
+from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
+from memory_system import ListSource, StepClock  # noqa: E402
+from twophase import failpoints  # noqa: E402
+from twophase.checkpoint_store import FileCheckpointStore  # noqa: E402
+from twophase.coordinator import CheckpointConfig, CheckpointCoordinator  # noqa: E402
+from twophase.pipeline import LocalPipeline  # noqa: E402
+
+BATCHES = 4
+TASKS = 3
+ROWS = 5
+RECORDS = BATCHES * TASKS * ROWS
+COMMIT_WINDOWS = (failpoints.AFTER_CHECKPOINT_STORED, failpoints.BEFORE_COMMIT, failpoints.MID_COMMIT,
+                  failpoints.AFTER_COMMIT)
+CRASHES = ("before_pre_commit", "after_pre_commit", *COMMIT_WINDOWS, "during_restore")
+
+
+@pytest.fixture(autouse=True)
+def _clean_failpoints():
+    failpoints.disable()
+    yield
+    failpoints.disable()
+
+
+@pytest.fixture
+def fake(tmp_path):
+    clients = FakeKafkaClients(tmp_path / "kafka.db")
+    clients.admin().create_topic("out", TASKS)
+    return clients
+
+
+@pytest.fixture
+def hits(monkeypatch):
+    """Every failpoint reached, as (name, checkpoint id), in order."""
+    seen: list[tuple[str, object]] = []
+    real = failpoints.hit
+
+    def record(name, **context):
+        seen.append((name, context.get("checkpoint_id")))
+        real(name, **context)
+
+    monkeypatch.setattr(failpoints, "hit", record)
+    return seen
+
+
+# -- the in-process engine ---------------------------------------------------------------------
+
+
+class InProcess:
+    """One process lifetime per run(): fresh coordinator, source and sinks over the surviving
+    cluster and checkpoint directory."""
+
+    def __init__(self, fake, tmp_path):
+        self.fake = fake
+        self.tmp_path = tmp_path
+
+    def run(self) -> None:
+        coordinator = CheckpointCoordinator(
+            FileCheckpointStore(self.tmp_path / "chk", retained_checkpoints=2),
+            CheckpointConfig(checkpoint_interval=None, tolerable_failed_checkpoints=10), clock=StepClock(0.1))
+        config = KafkaSinkConfig(bootstrap_servers=self.fake.bootstrap_servers, topic="out",
+                                 transactional_id_prefix="inproc")
+        sinks = [KafkaSink(config, name=f"sink-{i}", writer=i, clients=self.fake) for i in range(2)]
+        LocalPipeline(coordinator, ListSource(list(range(RECORDS))),
+                      lambda r: [{"value": f"r{r}".encode(), "partition": r % TASKS}], sinks,
+                      route=lambda v: int(v["value"][1:]) % 2, max_poll_records=TASKS * ROWS,
+                      checkpoint_every_records=TASKS * ROWS).run()
+
+    def expected(self) -> list[bytes]:
+        return sorted(f"r{r}".encode() for r in range(RECORDS))
+
+    def prefix(self) -> str:
+        return "inproc-"
+
+
+# -- the Spark adapter, without Spark ----------------------------------------------------------
+
+
+class SparkWithoutSpark:
+    """What Spark does with the sink, step by step: ``prepare_sink``'s recovery, then each write
+    task (the executors' code), then the driver's commit; a failed commit is followed by Spark's
+    abort of the batch when the JVM lives. A crash kills the query, which restarts from Spark's
+    commit log (the batches whose commit returned)."""
+
+    def __init__(self, fake, tmp_path, monkeypatch, jvm_lives: bool = False):
+        self.fake = fake
+        self.options = parse_sink_options({"kafka.bootstrap.servers": fake.bootstrap_servers, "topic": "out",
+                                           "checkpointlocation": str(tmp_path / "chk"),
+                                           "eos.commitparallelism": "1"}, streaming=True)
+        self.commit_log: set[int] = set()
+        self.jvm_lives = jvm_lives
+        self.aborts = 0
+        self._monkeypatch = monkeypatch
+
+    def _task(self, partition_id: int, batch_id: int, committed_through: int):
+        context = SimpleNamespace(partitionId=lambda: partition_id, attemptNumber=lambda: 0)
+        self._monkeypatch.setattr(write_task_module, "TaskContext", SimpleNamespace(get=lambda: context))
+        rows = pa.RecordBatch.from_pydict({
+            "value": [f"b{batch_id}-t{partition_id}-{i}".encode() for i in range(ROWS)],
+            "partition": pa.array([partition_id] * ROWS, pa.int32())})
+        return write_task(self.options, iter([rows]), batch_id, committed_through)
+
+    def run(self) -> None:
+        committed_through = SparkCommitProtocol(self.options).recover(abort_lingering=False)
+        for batch_id in range(max(self.commit_log, default=-1) + 1, BATCHES):
+            messages = [self._task(t, batch_id, committed_through) for t in range(TASKS)]
+            try:
+                SparkCommitProtocol(self.options).commit(messages, batch_id)
+            except failpoints.FailpointCrash:
+                if self.jvm_lives:
+                    self.aborts += 1
+                    SparkCommitProtocol(self.options).abort(messages, batch_id)
+                raise
+            self.commit_log.add(batch_id)
+
+    def expected(self) -> list[bytes]:
+        return sorted(f"b{b}-t{t}-{i}".encode() for b in range(BATCHES) for t in range(TASKS) for i in range(ROWS))
+
+    def prefix(self) -> str:
+        return self.options.config.transactional_id_prefix + "-"
+
+
+@pytest.fixture(params=["in-process", "spark"])
+def engine(request, fake, tmp_path, monkeypatch):
+    if request.param == "in-process":
+        return InProcess(fake, tmp_path)
+    return SparkWithoutSpark(fake, tmp_path, monkeypatch)
+
+
+def run_until_done(engine, after_first_crash=None, lives=5) -> list[str]:
+    crashes = []
+    for _ in range(lives):
+        try:
+            engine.run()
+            return crashes
+        except failpoints.FailpointCrash as crash:
+            crashes.append(crash.name)
+            if after_first_crash and len(crashes) == 1:
+                after_first_crash()
+    raise AssertionError(f"not done in {lives} lives: {crashes}")
+
+
+def assert_exactly_once(fake, engine):
+    output = Counter(r.value for r in read_all(fake, "out"))
+    assert {v: n for v, n in output.items() if n > 1} == {}, "duplicates"
+    assert sorted(output) == engine.expected(), "lost or foreign records"
+    assert fake.txn_control().list_open_transactions(engine.prefix()) == [], "a transaction was left open"
+
+
+def test_each_commit_window_failpoint_is_reached_at_one_site_per_checkpoint(fake, engine, hits):
+    engine.run()
+    assert_exactly_once(fake, engine)
+    windows = [(name, cid) for name, cid in hits if name in COMMIT_WINDOWS]
+    checkpoints = sorted({cid for _, cid in windows})
+    assert len(checkpoints) >= BATCHES
+    for cid in checkpoints:
+        assert [name for name, c in windows if c == cid] == list(COMMIT_WINDOWS), cid
+    # One recovery per process start, and none inside a commit.
+    assert [name for name, _ in hits].count(failpoints.DURING_RESTORE) == 1
+
+
+@pytest.mark.parametrize("crash", CRASHES)
+def test_crash_between_any_two_steps_then_restart_is_exactly_once(fake, engine, crash):
+    if crash == "during_restore":
+        # A crash while recovering from a crash: the restart's recovery dies too.
+        failpoints.enable("after_checkpoint_stored", "raise@2")
+        crashes = run_until_done(engine, after_first_crash=lambda: failpoints.enable("during_restore", "raise@1"))
+        assert crashes == ["after_checkpoint_stored", "during_restore"]
+    else:
+        failpoints.enable(crash, "raise@2")
+        assert run_until_done(engine) == [crash]
+    assert_exactly_once(fake, engine)
+
+
+@pytest.mark.parametrize("crash", COMMIT_WINDOWS)
+def test_spark_abort_of_a_stored_batch_commits_it(fake, tmp_path, monkeypatch, caplog, crash):
+    """The driver-side commit fails in its Python process while Spark's JVM lives: Spark calls
+    abort(), which must complete the stored batch's commit, never abort its transactions."""
+    engine = SparkWithoutSpark(fake, tmp_path, monkeypatch, jvm_lives=True)
+    failpoints.enable(crash, "raise@2")
+    with caplog.at_level(logging.INFO):
+        assert run_until_done(engine) == [crash]
+    assert engine.aborts == 1
+    assert_exactly_once(fake, engine)
+    decided = [r.getMessage() for r in caplog.records if "are committed, not aborted" in r.getMessage()]
+    assert len(decided) == 1 and decided[0].startswith("batch 1 failed after its checkpoint was stored"), decided
+    assert "INVALID_TXN_STATE" not in caplog.text
+    assert "batch 1 failed: aborting" not in caplog.text
+
+
+def test_spark_abort_of_a_batch_never_stored_aborts_every_transaction(fake, tmp_path, monkeypatch):
+    engine = SparkWithoutSpark(fake, tmp_path, monkeypatch)
+    messages = [engine._task(t, 0, -1) for t in range(TASKS)]
+    SparkCommitProtocol(engine.options).abort(messages, 0)
+    assert fake.txn_control().list_open_transactions("") == []
+    assert read_all(fake, "out") == []
+
+
+def test_abort_goes_on_past_a_failure_and_already_committed_is_no_error(fake, tmp_path, monkeypatch):
+    engine = SparkWithoutSpark(fake, tmp_path, monkeypatch)
+    messages = [engine._task(t, 0, -1) for t in range(TASKS)]
+    protocol = SparkCommitProtocol(engine.options)
+    from connectors.kafka.committable import KafkaCommittable
+
+    handles = [KafkaCommittable.from_json(m.committable) for m in messages]
+    protocol.committer.commit_all(handles[:1], 0)  # the first is committed meanwhile
+    real_end = protocol.committer._end
+    calls = []
+
+    def end(committable, checkpoint_id, commit):
+        calls.append(committable.transactional_id)
+        if committable.transactional_id == handles[1].transactional_id:
+            raise BrokerUnavailableError("broker down")
+        real_end(committable, checkpoint_id, commit)
+
+    monkeypatch.setattr(protocol.committer, "_end", end)
+    with pytest.raises(BrokerUnavailableError):
+        protocol.committer.abort_all(handles, 0)
+    assert calls == [h.transactional_id for h in handles], "abort stopped at the first error"
+    open_ids = {t.transactional_id for t in fake.txn_control().list_open_transactions("")}
+    assert open_ids == {handles[1].transactional_id}
+    assert sorted(r.value for r in read_all(fake, "out", read_committed=False))  # data was written
+    # Aborting the committed one again is still no error.
+    monkeypatch.setattr(protocol.committer, "_end", real_end)
+    protocol.committer.abort(handles[0], 0)
+
+
+def test_a_failed_sweep_after_the_commit_does_not_fail_the_batch(fake, tmp_path, monkeypatch, caplog):
+    engine = SparkWithoutSpark(fake, tmp_path, monkeypatch)
+    messages = [engine._task(t, 0, -1) for t in range(TASKS)]
+    protocol = SparkCommitProtocol(engine.options)
+
+    def down(prefix):
+        # Not retriable: what a bounced broker's unknown id gives.
+        raise KafkaConnectorError("list open transactions: UnknownBrokerIdError: 3")
+
+    monkeypatch.setattr(protocol.committer.control(), "list_open_transactions", down)
+    with caplog.at_level(logging.WARNING):
+        timings = protocol.commit(messages, 0)
+    assert timings is not None and not timings.swept and timings.transactions == TASKS
+    assert protocol.store.is_committed(0)
+    assert sorted(r.value for r in read_all(fake, "out")) == sorted(
+        f"b0-t{t}-{i}".encode() for t in range(TASKS) for i in range(ROWS))
+    assert "checkpoint 0 is committed, but aborting lingering transactions" in caplog.text
+
+
+def test_abort_of_a_transaction_found_committed_is_not_an_error(fake, tmp_path, monkeypatch):
+    engine = SparkWithoutSpark(fake, tmp_path, monkeypatch)
+    messages = [engine._task(t, 0, -1) for t in range(TASKS)]
+    protocol = SparkCommitProtocol(engine.options)
+    protocol.commit(messages, 0)
+    from connectors.kafka.committable import KafkaCommittable
+
+    handle = KafkaCommittable.from_json(messages[0].committable)
+    with pytest.raises(InvalidTxnStateError):  # what the broker answers, which abort() takes as done
+        protocol.committer.control().end_transaction(handle.transactional_id, handle.identity, False)
+    protocol.committer.abort_all([handle], 0)
+    assert len(read_all(fake, "out")) == TASKS * ROWS
