@@ -6,7 +6,9 @@
 Input values are JSON orders ``{"id": ..., "seq": ..., "customer": ..., "amount": ...}`` (other
 values pass through as ``{"raw": ...}``). The job parses them, upper-cases the customer, adds a size band and the source
 position, and writes JSON keyed like the input. The only change from
-a job on Spark's own Kafka connector is the format name ``kafka-eos``.
+a job on Spark's own Kafka connector is the format name ``kafka-eos``; ``--source-format kafka``
+and ``--sink-format kafka`` (with ``--jars``) run the same job on Spark's own connector, for
+comparison (``bench/run_bench.py``).
 
 With ``--failpoint`` the whole job (driver JVM, Python workers) dies by SIGKILL at that point of
 the protocol, like a host losing power; run it again with the same checkpoint directory and it
@@ -70,6 +72,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="copy: value + '|copied' (what examples/copy_pipeline.py does)")
     parser.add_argument("--failpoint", action="append", default=[],
                         help=f"NAME:ACTION[@HIT], NAME in {', '.join(failpoints.ALL)}; may repeat")
+    parser.add_argument("--source-format", choices=["kafka-eos", "kafka"], default="kafka-eos",
+                        help="kafka: read with Spark's own Kafka connector instead (a comparison; needs --jars)")
+    parser.add_argument("--sink-format", choices=["kafka-eos", "kafka"], default="kafka-eos",
+                        help="kafka: write with Spark's own Kafka connector instead, which is at-least-once "
+                             "(a comparison; needs --jars)")
+    parser.add_argument("--jars", default=None,
+                        help="comma-separated jars for spark.jars, e.g. Spark's own Kafka connector and its "
+                             "dependencies for --source-format/--sink-format kafka")
     parser.add_argument("--log-level", default="WARN")
     parser.add_argument("--metrics-file", default=None,
                         help="append one JSON line per micro-batch (batchId, numInputRows, durationMs, "
@@ -93,13 +103,16 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
     source = (
-        spark.readStream.format("kafka-eos")
+        spark.readStream.format(args.source_format)
         .options(**kafka_options(args))
         .option("subscribe", args.input)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
     )
-    if args.commit_offsets_to_group:
+    if args.source_format == "kafka":
+        # Spark's own source reads read_uncommitted unless told; the kit's reads read_committed.
+        source = source.option("kafka.isolation.level", "read_committed")
+    if args.commit_offsets_to_group and args.source_format == "kafka-eos":
         source = source.option("eos.commitOffsetsToGroup", args.commit_offsets_to_group)
     source = source.load()
     if args.transform == "copy":
@@ -126,20 +139,23 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
         )
         output = enriched
     writer = (
-        output.writeStream.format("kafka-eos")
+        output.writeStream.format(args.sink_format)
         .options(**kafka_options(args))
         .option("topic", args.output)
         .option("checkpointLocation", args.checkpoint_dir)
-        .option("eos.deliveryGuarantee", args.delivery_guarantee)
-        .option("eos.transactionTimeoutMs", str(args.transaction_timeout_ms))
-        .option("eos.checkpointTimeoutMs", str(args.checkpoint_timeout_ms))
-        .option("eos.restartBudgetMs", str(args.restart_budget_ms))
         .queryName("kafka-eos-example")
     )
-    if args.transactional_id_prefix:
-        writer = writer.option("eos.transactionalIdPrefix", args.transactional_id_prefix)
-    if args.state_dir:
-        writer = writer.option("eos.stateDir", args.state_dir)
+    if args.sink_format == "kafka-eos":
+        writer = (
+            writer.option("eos.deliveryGuarantee", args.delivery_guarantee)
+            .option("eos.transactionTimeoutMs", str(args.transaction_timeout_ms))
+            .option("eos.checkpointTimeoutMs", str(args.checkpoint_timeout_ms))
+            .option("eos.restartBudgetMs", str(args.restart_budget_ms))
+        )
+        if args.transactional_id_prefix:
+            writer = writer.option("eos.transactionalIdPrefix", args.transactional_id_prefix)
+        if args.state_dir:
+            writer = writer.option("eos.stateDir", args.state_dir)
     if args.bounded:
         writer = writer.trigger(availableNow=True)
     else:
@@ -204,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         # cluster-wide spark-defaults.conf cannot turn it off under the replay).
         .config("spark.python.worker.reuse", "true")
     )
+    if args.jars:
+        builder = builder.config("spark.jars", args.jars)
     if args.jvm_class_archive:
         from connectors.spark.jvm_class_archive import java_options
 
@@ -220,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.py_files:
         spark.sparkContext.addPyFile(args.py_files)  # what spark-submit --py-files does
     spark.sparkContext.setLogLevel(args.log_level)
-    register(spark)
+    if "kafka-eos" in (args.source_format, args.sink_format):
+        register(spark)
     try:
         query = build_query(spark, args)
     except Exception as exc:
