@@ -88,7 +88,7 @@ QUIX_COPY = REPO / "bench" / "quix_copy.py"
 #: Holds a sitecustomize that prints the sink's commit-time log lines from Spark's Python workers, and traces processes (--trace).
 PROCESS_HOOKS = REPO / "bench" / "process_hooks"
 ALL_RUNS = ("raw_alo", "raw_eos", "quix_eos", "spark_alo", "spark_builtin", "spark_builtin_source", "spark_eos",
-            "spark_eos_zip", "spark_eos_pyspark_python", "spark_eos_cds", "spark_builtin_restart", "spark_builtin_source_restart", "spark_eos_restart",
+            "spark_eos_zip", "spark_eos_cds", "spark_builtin_restart", "spark_builtin_source_restart", "spark_eos_restart",
             "spark_eos_restart_cds", "spark_eos_s3")
 #: Runs on Spark's own Kafka connector (issue 21): (source format, sink format). Its sink is
 #: at-least-once; spark_builtin_source feeds the kit's exactly-once sink from Spark's source.
@@ -98,11 +98,9 @@ SPARK_CONNECTOR_RUNS = {
     "spark_builtin_restart": ("kafka", "kafka"),
     "spark_builtin_source_restart": ("kafka", "kafka-eos"),
 }
-#: Issue 21: which Python Spark starts for the kit's processes. spark_eos gets the default (the
-#: kit's data source on kafka-eos-python, connectors/tools/worker_python.py); spark_eos_zip turns
-#: that off (pyspark from pyspark.zip everywhere, as before); spark_eos_pyspark_python sets
-#: PYSPARK_PYTHON to kafka-eos-python, so Spark's own lookup of data sources uses it too.
-WORKER_PYTHON_RUNS = ("spark_eos_zip", "spark_eos_pyspark_python")
+#: Issue 21: spark_eos with KAFKA_EOS_WORKER_PYTHON=0, so Spark's Python processes import pyspark
+#: from pyspark.zip as before kafka-eos-python (connectors/tools/worker_python.py).
+ZIP_RUNS = ("spark_eos_zip",)
 #: Runs SIGKILLed after their first committed batch and started again from the same checkpoint.
 RESTART_RUNS = ("spark_builtin_restart", "spark_builtin_source_restart", "spark_eos_restart", "spark_eos_restart_cds")
 #: Runs whose driver JVM starts from a class archive (connectors/spark/jvm_class_archive.py).
@@ -1246,10 +1244,8 @@ def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp
                 # The first repetition of each Spark config is traced with --trace.
                 run.trace_file = work / f"{tag}.trace.jsonl" if args.trace and repetition == 1 else None
                 run.env = _spark_env(base_env, run.trace_file)
-                if config == "spark_eos_zip":
+                if config in ZIP_RUNS:
                     run.env["KAFKA_EOS_WORKER_PYTHON"] = "0"
-                elif config == "spark_eos_pyspark_python":
-                    run.env["PYSPARK_PYTHON"] = str(Path(sys.executable).with_name("kafka-eos-python"))
             runs[name] = run
     if memory_topic is not None:
         # The same exactly-once job on a bigger topic, same batch size: memory must not follow.

@@ -26,6 +26,7 @@ import logging
 import os
 import sys
 
+from connectors.tools import worker_python
 from twophase import failpoints
 
 log = logging.getLogger("spark_pipeline")
@@ -200,7 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     except PermissionError:
         pass  # already a session leader (started with start_new_session)
     os.environ[failpoints.KILL_GROUP_ENV] = str(os.getpgid(0))
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # The Python Spark starts for the job's processes: this interpreter, importing pyspark with its
+    # cached bytecode rather than from pyspark.zip (connectors/tools/worker_python.py).
+    os.environ.setdefault("PYSPARK_PYTHON", worker_python.path())
     failpoints.load_from_env()
 
     from pyspark.sql import SparkSession

@@ -72,3 +72,8 @@ def test_no_launcher_installed_keeps_the_session_python(monkeypatch: pytest.Monk
     monkeypatch.setattr(worker_python, "path", lambda: sys.executable)
     monkeypatch.delenv(worker_python.DISABLE_ENV, raising=False)
     assert worker_python.for_data_source(sys.executable, "local[2]") is None
+
+
+def test_turned_off_path_is_the_plain_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(worker_python.DISABLE_ENV, "0")
+    assert worker_python.path() == sys.executable

@@ -25,14 +25,21 @@ import sys
 from pathlib import Path
 
 COMMAND = "kafka-eos-python"
-#: ``0`` keeps Spark's own Python for the kit's data source (``connectors.spark.register``).
+#: ``0``: ``path()`` is the plain interpreter, and ``connectors.spark.register`` keeps the
+#: session's Python for the kit's data source.
 DISABLE_ENV = "KAFKA_EOS_WORKER_PYTHON"
+
+
+def _disabled() -> bool:
+    return os.environ.get(DISABLE_ENV, "").strip().lower() in ("0", "false", "off", "no")
 
 
 def path() -> str:
     """This environment's ``kafka-eos-python``, for ``PYSPARK_PYTHON`` or ``spark.pyspark.python``
     (next to the interpreter, as pip installs console scripts); the interpreter itself if there is
-    none (a source checkout that was not installed)."""
+    none (a source checkout that was not installed) or ``KAFKA_EOS_WORKER_PYTHON=0``."""
+    if _disabled():
+        return sys.executable
     launcher = Path(sys.executable).with_name(COMMAND)
     return str(launcher) if launcher.is_file() and os.access(launcher, os.X_OK) else sys.executable
 
@@ -45,9 +52,7 @@ def for_data_source(python_exec: str, master: str) -> str | None:
     like its planning steps) and ``python_exec`` being this very interpreter, so the launcher
     (next to it) sees the same packages. On a cluster, executors may have another layout: there a
     user sets ``PYSPARK_PYTHON`` (``spark.pyspark.python``) to the executors' ``kafka-eos-python``."""
-    if os.environ.get(DISABLE_ENV, "").strip().lower() in ("0", "false", "off", "no"):
-        return None
-    if not master.startswith("local"):
+    if _disabled() or not master.startswith("local"):
         return None
     found = shutil.which(python_exec)
     if found is None or os.path.abspath(found) != os.path.abspath(sys.executable):
