@@ -171,14 +171,34 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def timeline(events: list[dict[str, Any]], started: float | None = None, until_s: float | None = None) -> str:
+    """Every process start and every kit log line, in time order (seconds from ``started``)."""
+    procs = processes(events)
+    if not procs:
+        return ""
+    origin = started if started is not None else procs[0].start
+    rows = []
+    for p in procs:
+        imports = ", ".join(f"{group} {round(p.group_ms(group))}" for group in GROUPS if p.group_ms(group))
+        rows.append((p.start - origin, f"start  {p.role} [{p.pid}]" + (f"; imports ms: {imports}" if imports else "")))
+        rows += [(t - origin, f"log    {p.role.split(' (')[0]} [{p.pid}]: {m[:140]}") for t, m in p.logs]
+    return "\n".join(f"{t:7.2f}  {text}" for t, text in sorted(rows) if until_s is None or t <= until_s)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("trace", type=Path)
     parser.add_argument("--started", type=float, default=None,
                         help="the run's process start (epoch s); default: the first traced process")
+    parser.add_argument("--timeline", action="store_true",
+                        help="also list every process start and kit log line in time order")
+    parser.add_argument("--until", type=float, default=None, help="with --timeline: up to this second")
     args = parser.parse_args(argv)
-    result = breakdown(load_trace(args.trace), args.started)
+    events = load_trace(args.trace)
+    result = breakdown(events, args.started)
     print(render(result))  # a command-line report
+    if args.timeline:
+        print("\n" + timeline(events, args.started, args.until))
     return 0
 
 

@@ -18,6 +18,11 @@ offset 0 into an output topic of its own:
   at-least-once and in exactly-once mode;
 - ``spark_eos_s3`` (with ``--state-uri s3://bucket/prefix``): ``spark_eos`` with the sink's state
   on that object store (``--state-dir``) instead of the local checkpoint folder.
+- ``spark_builtin`` / ``spark_builtin_source`` (issue 21): the same job on Spark's own Kafka
+  connector (``format("kafka")``) at both ends, at-least-once, and Spark's own source feeding the
+  kit's exactly-once sink; the connector's jars from ``--spark-kafka-jars`` or
+  ``KAFKA_EOS_SPARK_KAFKA_JARS`` (``bench/spark_kafka_jars.py``), else these runs are skipped
+  with the reason. Their ``*_restart`` runs are SIGKILLed and restarted like ``spark_eos_restart``.
 
 Measured per run (nothing is asserted: the script reports, it does not judge by failing):
 
@@ -73,6 +78,7 @@ from connectors.kafka.clients import TopicPartition
 from connectors.kafka.client_factory import clients_for
 from connectors.tools.broker import Broker, find_broker
 from cold_start import breakdown, load_trace, render
+from spark_kafka_jars import SparkKafkaJars, resolve as resolve_spark_kafka_jars
 from twophase.state_storage import open_state_storage
 
 REPO = Path(__file__).resolve().parent.parent
@@ -81,8 +87,22 @@ RAW_COPY = REPO / "bench" / "raw_copy.py"
 QUIX_COPY = REPO / "bench" / "quix_copy.py"
 #: Holds a sitecustomize that prints the sink's commit-time log lines from Spark's Python workers, and traces processes (--trace).
 PROCESS_HOOKS = REPO / "bench" / "process_hooks"
-ALL_RUNS = ("raw_alo", "raw_eos", "quix_eos", "spark_alo", "spark_eos", "spark_eos_cds", "spark_eos_restart",
+ALL_RUNS = ("raw_alo", "raw_eos", "quix_eos", "spark_alo", "spark_builtin", "spark_builtin_source", "spark_eos",
+            "spark_eos_zip", "spark_eos_cds", "spark_builtin_restart", "spark_builtin_source_restart", "spark_eos_restart",
             "spark_eos_restart_cds", "spark_eos_s3")
+#: Runs on Spark's own Kafka connector (issue 21): (source format, sink format). Its sink is
+#: at-least-once; spark_builtin_source feeds the kit's exactly-once sink from Spark's source.
+SPARK_CONNECTOR_RUNS = {
+    "spark_builtin": ("kafka", "kafka"),
+    "spark_builtin_source": ("kafka", "kafka-eos"),
+    "spark_builtin_restart": ("kafka", "kafka"),
+    "spark_builtin_source_restart": ("kafka", "kafka-eos"),
+}
+#: Issue 21: spark_eos with KAFKA_EOS_WORKER_PYTHON=0, so Spark's Python processes import pyspark
+#: from pyspark.zip as before kafka-eos-python (connectors/tools/worker_python.py).
+ZIP_RUNS = ("spark_eos_zip",)
+#: Runs SIGKILLed after their first committed batch and started again from the same checkpoint.
+RESTART_RUNS = ("spark_builtin_restart", "spark_builtin_source_restart", "spark_eos_restart", "spark_eos_restart_cds")
 #: Runs whose driver JVM starts from a class archive (connectors/spark/jvm_class_archive.py).
 CLASS_ARCHIVE_RUNS = ("spark_eos_cds", "spark_eos_restart_cds")
 #: Runs that need --state-uri (an object store for the sink's state).
@@ -108,6 +128,10 @@ TARGET_COLD_START_S = 10.0
 TARGET_RESTART_S = 10.0
 ISSUE_11_FROM_START_REC_S = 48_277
 TARGET_FROM_START_FACTOR = 2.0
+#: Issue 21: against Spark's own connector in the same invocation.
+TARGET_FIRST_BATCH_BEHIND_BUILTIN_S = 2.0
+TARGET_RESTART_BEHIND_BUILTIN_S = 2.0
+TARGET_EOS_VS_BUILTIN = 1.0
 
 COMMITTED_LINE = re.compile(
     r"batch (\d+) committed: (\d+) transactions, (\d+) records, (\d+) ms"
@@ -810,6 +834,18 @@ def compare(runs: dict[str, Run], summary: dict[str, dict[str, Any]]) -> dict[st
         out["overhead_add_batch_ms_per_batch"] = _mean(add_diffs)
         out["overhead_ms_per_batch_each"] = diffs
         out["overhead_ms_per_batch_by_repetition"] = per_repetition
+    # Issue 21: the kit against Spark's own connector, medians of the same invocation.
+    for config, key in (("spark_eos", "first_batch_end_s"), ("spark_builtin_source", "first_batch_end_s"),
+                        ("spark_eos_restart", "restart_first_checkpoint_s"),
+                        ("spark_builtin_source_restart", "restart_first_checkpoint_s")):
+        builtin = "spark_builtin_restart" if key == "restart_first_checkpoint_s" else "spark_builtin"
+        mine, theirs = summary.get(config, {}).get(key), summary.get(builtin, {}).get(key)
+        if mine is not None and theirs is not None:
+            out[f"{config}_{key}_behind_builtin"] = mine - theirs
+    for config in ("spark_eos", "spark_builtin_source"):
+        mine, theirs = summary.get(config, {}).get("steady_rec_s"), summary.get("spark_builtin", {}).get("steady_rec_s")
+        if mine and theirs:
+            out[f"{config}_vs_builtin"] = mine / theirs
     memory = next((run for run in runs.values() if run.config == MEMORY_RUN), None)
     small = [run for run in runs.values() if run.config == "spark_eos" and run.results.get("peak_pss_mb")]
     if memory is not None and small and memory.results.get("peak_pss_mb"):
@@ -897,6 +933,26 @@ def targets(summary: dict[str, dict[str, Any]], comparison: dict[str, Any], max_
             f">= {TARGET_FROM_START_FACTOR:.0f}x {ISSUE_11_FROM_START_REC_S:,} = {wanted:,.0f}",
             f"{from_start:,.0f}" if from_start else "n/a", from_start >= wanted if from_start else None,
             "the issue's figure is for 1M records of 100 B in batches of 250k: compare like with like")
+    builtin = summary.get("spark_builtin", {})
+    builtin_restart = summary.get("spark_builtin_restart", {})
+    behind = comparison.get("spark_eos_first_batch_end_s_behind_builtin")
+    add("first batch ends, behind Spark's own connector", f"<= {TARGET_FIRST_BATCH_BEHIND_BUILTIN_S:.0f} s",
+        f"{behind:+.1f} s ({eos['first_batch_end_s']:.1f} s against {builtin['first_batch_end_s']:.1f} s)"
+        if behind is not None else "n/a (spark_builtin not run)",
+        behind <= TARGET_FIRST_BATCH_BEHIND_BUILTIN_S if behind is not None else None,
+        "spark_eos against spark_builtin: process start until the end of batch 0")
+    behind = comparison.get("spark_eos_restart_restart_first_checkpoint_s_behind_builtin")
+    add("restart after SIGKILL to first committed batch, behind Spark's own connector",
+        f"<= {TARGET_RESTART_BEHIND_BUILTIN_S:.0f} s",
+        f"{behind:+.1f} s ({summary['spark_eos_restart']['restart_first_checkpoint_s']:.1f} s against "
+        f"{builtin_restart['restart_first_checkpoint_s']:.1f} s)" if behind is not None
+        else "n/a (spark_eos_restart or spark_builtin_restart not run)",
+        behind <= TARGET_RESTART_BEHIND_BUILTIN_S if behind is not None else None,
+        "spark_eos_restart against spark_builtin_restart: the new process's start until its first batch ends")
+    ratio = comparison.get("spark_eos_vs_builtin")
+    add("EOS steady state vs Spark's own (at-least-once) connector", f">= {TARGET_EOS_VS_BUILTIN:.1f}x",
+        f"{ratio:.2f}x ({steady:,.0f} against {builtin['steady_rec_s']:,.0f} rec/s)" if ratio else "n/a",
+        ratio >= TARGET_EOS_VS_BUILTIN if ratio else None, "spark_eos against spark_builtin")
     sizes = eos.get("batch_rows") or []
     add("micro-batch size", f">= {TARGET_MIN_BATCH:,} records",
         f"{min(sizes):,}..{max(sizes):,} (max offsets per trigger {max_offsets:,})" if sizes else "n/a",
@@ -954,8 +1010,13 @@ def print_tables(results: dict[str, Any]) -> None:
                     f"{_fmt(cpu.get('other_s'), '.0f')}") if cpu else ""
         if check:
             dups = check["records"] - check["distinct_keys"]
-            ok = check["records"] == r.get("expected_records", cfg["records"]) and dups == 0 and not check["bad_values"]
-            check_text = f"{check['records']:,} ({dups:,})" + ("" if ok else " !")
+            expected = r.get("expected_records", cfg["records"])
+            if r.get("duplicates_allowed"):
+                ok = check["distinct_keys"] == expected and not check["bad_values"]
+            else:
+                ok = check["records"] == expected and dups == 0 and not check["bad_values"]
+            check_text = (f"{check['records']:,} ({dups:,}" + (", ALO" if r.get("duplicates_allowed") else "")
+                          + ")" + ("" if ok else " !"))
         else:
             check_text = ""
         steady = r.get("steady_rec_s")
@@ -993,7 +1054,7 @@ def print_tables(results: dict[str, Any]) -> None:
                           f"{r['restart_first_checkpoint_s']:.1f} s after its start", highlight=False)
     for config, why in skipped.items():
         console.print(f"[yellow]{config} skipped: {why}[/yellow]", markup=True, highlight=False)
-    target_table = Table(title="issue 4 and issue 11 targets (spark_eos" + (", medians)" if cfg["repeat"] > 1 else ")"))
+    target_table = Table(title="issue 4, 11 and 21 targets (spark_eos" + (", medians)" if cfg["repeat"] > 1 else ")"))
     for column in ("target", "wanted", "measured", "met", "note"):
         target_table.add_column(column)
     for target in results["targets"]:  # not "row": that is the run-row function above
@@ -1055,6 +1116,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--trace", action="store_true",
                         help="trace every Python process of the first repetition of each Spark run and "
                              "report where its cold start goes (bench/cold_start.py)")
+    parser.add_argument("--spark-kafka-jars", default=None, metavar="PATHS|DIR",
+                        help="Spark's own Kafka connector for the spark_builtin* runs: comma-separated jars or a "
+                             "directory (spark-sql-kafka-0-10, spark-token-provider-kafka-0-10, kafka-clients, "
+                             "commons-pool2); default: $KAFKA_EOS_SPARK_KAFKA_JARS; without it those runs are skipped")
     parser.add_argument("--out", default="bench-results.json")
     return parser.parse_args(argv)
 
@@ -1109,9 +1174,29 @@ def selected_runs(args: argparse.Namespace) -> list[str]:
     return selected
 
 
+def skip_spark_connector_runs(args: argparse.Namespace, selected: list[str],
+                              skipped: dict[str, str]) -> SparkKafkaJars | None:
+    """Spark's own Kafka connector for the selected SPARK_CONNECTOR_RUNS; without it those runs
+    are taken out of ``selected`` and put in ``skipped`` with the reason."""
+    wanted = [config for config in selected if config in SPARK_CONNECTOR_RUNS]
+    if not wanted:
+        return None
+    jars = resolve_spark_kafka_jars(args.spark_kafka_jars)
+    if jars.skip_reason:
+        for config in wanted:
+            log(f"{config} skipped: {jars.skip_reason}")
+            skipped[config] = jars.skip_reason
+            selected.remove(config)
+    else:
+        log(f"Spark's own Kafka connector from {jars.source}: {jars.spark_jars}")
+    return jars
+
+
 def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp: str, work: Path,
-               memory_topic: str | None, selected: list[str], quix: str | None) -> dict[str, Run]:
-    """The runs in order; ``quix`` is the Python for quix_eos (selected only if there is one)."""
+               memory_topic: str | None, selected: list[str], quix: str | None,
+               spark_kafka_jars: SparkKafkaJars | None = None) -> dict[str, Run]:
+    """The runs in order; ``quix`` is the Python for quix_eos (selected only if there is one),
+    ``spark_kafka_jars`` Spark's own connector for SPARK_CONNECTOR_RUNS (selected only if found)."""
     runs: dict[str, Run] = {}
     base_env = run_environment(args.keep_env)
     for repetition in range(1, args.repeat + 1):
@@ -1122,6 +1207,9 @@ def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp
             tag = name.replace("_", "-").replace("#", "-")
             kind, short = config.split("_")[:2]
             guarantee = "exactly_once" if short == "eos" else "at_least_once"
+            if config in SPARK_CONNECTOR_RUNS:
+                # Spark's own sink is at-least-once; the kit's sink behind Spark's source is exactly-once.
+                guarantee = "exactly_once" if SPARK_CONNECTOR_RUNS[config][1] == "kafka-eos" else "at_least_once"
             output = f"bench-{stamp}-{tag}-out"
             run = Run(name, config, repetition, kind, guarantee, output, [], stderr_file=work / f"{tag}.stderr",
                       records=args.records)
@@ -1148,9 +1236,16 @@ def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp
                     run.command += ["--state-dir", state_location(args, stamp, tag)]
                 if config in CLASS_ARCHIVE_RUNS:
                     run.command += ["--jvm-class-archive", str(class_archive_path(args, work))]
+                if config in SPARK_CONNECTOR_RUNS:
+                    assert spark_kafka_jars is not None and not spark_kafka_jars.skip_reason
+                    source_format, sink_format = SPARK_CONNECTOR_RUNS[config]
+                    run.command += ["--source-format", source_format, "--sink-format", sink_format,
+                                    "--jars", spark_kafka_jars.spark_jars]
                 # The first repetition of each Spark config is traced with --trace.
                 run.trace_file = work / f"{tag}.trace.jsonl" if args.trace and repetition == 1 else None
                 run.env = _spark_env(base_env, run.trace_file)
+                if config in ZIP_RUNS:
+                    run.env["KAFKA_EOS_WORKER_PYTHON"] = "0"
             runs[name] = run
     if memory_topic is not None:
         # The same exactly-once job on a bigger topic, same batch size: memory must not follow.
@@ -1194,7 +1289,8 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"quix_eos skipped: {found}")
                 skipped["quix_eos"] = found
                 selected.remove("quix_eos")
-        runs = build_runs(args, bootstrap, input_topic, stamp, work, memory_topic, selected, quix)
+        spark_kafka_jars = skip_spark_connector_runs(args, selected, skipped)
+        runs = build_runs(args, bootstrap, input_topic, stamp, work, memory_topic, selected, quix, spark_kafka_jars)
         topics = [input_topic] + ([memory_topic] if memory_topic else []) + [run.output for run in runs.values()]
         archive = class_archive_path(args, work)
         if any(run.config in CLASS_ARCHIVE_RUNS for run in runs.values()) and not archive.is_file():
@@ -1214,13 +1310,15 @@ def main(argv: list[str] | None = None) -> int:
             if i:
                 time.sleep(args.pause_s)
             log(f"{run.name}: {' '.join(run.command[1:3])} ...")
-            if run.config.startswith("spark_eos_restart"):
+            if run.config in RESTART_RUNS:
                 execute_restart(run, bootstrap, args.partitions, work, broker_pid, args.run_timeout_s)
             else:
                 execute(run, bootstrap, args.partitions, work, broker_pid, args.run_timeout_s)
             check = check_output(bootstrap, run.output, args.partitions)
             run.results["check"] = check.__dict__
             run.results["expected_records"] = run.records
+            # Spark's own sink is at-least-once: after a SIGKILL it writes the lost batch again.
+            run.results["duplicates_allowed"] = run.guarantee == "at_least_once" and run.config in RESTART_RUNS
             r = run.results
             log(f"{run.name}: exit {r['exit_code']}, steady {_fmt(r.get('steady_rec_s'))} rec/s, "
                 f"cold start {_fmt(r.get('cold_start_s'), '.1f')} s, peak RSS {r['peak_rss_mb']:,.0f} MB, "
@@ -1233,6 +1331,7 @@ def main(argv: list[str] | None = None) -> int:
                        "transaction_interval_ms": args.transaction_interval_ms, "repeat": args.repeat,
                        "memory_check_records": args.memory_check_records,
                        "quix_python": quix, "quix_commit_interval_s": args.quix_commit_interval_s,
+                       "spark_kafka_jars": list(map(str, spark_kafka_jars.jars)) if spark_kafka_jars else None,
                        "runs": list(runs)},
             "environment": {"cpus": os.cpu_count(), "loadavg_start": load_start,
                             "loadavg_end": [round(v, 2) for v in os.getloadavg()],

@@ -6,7 +6,9 @@
 Input values are JSON orders ``{"id": ..., "seq": ..., "customer": ..., "amount": ...}`` (other
 values pass through as ``{"raw": ...}``). The job parses them, upper-cases the customer, adds a size band and the source
 position, and writes JSON keyed like the input. The only change from
-a job on Spark's own Kafka connector is the format name ``kafka-eos``.
+a job on Spark's own Kafka connector is the format name ``kafka-eos``; ``--source-format kafka``
+and ``--sink-format kafka`` (with ``--jars``) run the same job on Spark's own connector, for
+comparison (``bench/run_bench.py``).
 
 With ``--failpoint`` the whole job (driver JVM, Python workers) dies by SIGKILL at that point of
 the protocol, like a host losing power (with ``--failpoint-exit process`` only the Python process
@@ -25,6 +27,7 @@ import logging
 import os
 import sys
 
+from connectors.tools import worker_python
 from twophase import failpoints
 
 log = logging.getLogger("spark_pipeline")
@@ -85,6 +88,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="what a failpoint's exit action ends: the whole job (driver JVM and Python workers, "
                              "like a host losing power), or only the Python process that reaches it (the JVM "
                              "lives on and Spark sees its Python worker die)")
+    parser.add_argument("--sink-format", choices=["kafka-eos", "kafka"], default="kafka-eos",
+                        help="kafka: write with Spark's own Kafka connector instead, which is at-least-once "
+                             "(a comparison; needs --jars)")
     parser.add_argument("--log-level", default="WARN")
     parser.add_argument("--metrics-file", default=None,
                         help="append one JSON line per micro-batch (batchId, numInputRows, durationMs, "
@@ -123,7 +129,7 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
         # Spark's source reads read_uncommitted by default: records of aborted input transactions
         # would reach the output. Its offsets in Spark's offset log are what makes a replay exact.
         source = source.option("kafka.isolation.level", "read_committed")
-    if args.commit_offsets_to_group:
+    if args.commit_offsets_to_group and args.source_format == "kafka-eos":
         source = source.option("eos.commitOffsetsToGroup", args.commit_offsets_to_group)
     source = source.load()
     if args.transform == "copy":
@@ -154,21 +160,24 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
 
         output = with_task_failures(output)
     writer = (
-        output.writeStream.format("kafka-eos")
+        output.writeStream.format(args.sink_format)
         .options(**kafka_options(args))
         .option("topic", args.output)
         .option("checkpointLocation", args.checkpoint_dir)
-        .option("eos.deliveryGuarantee", args.delivery_guarantee)
-        .option("eos.transactionTimeoutMs", str(args.transaction_timeout_ms))
-        .option("eos.checkpointTimeoutMs", str(args.checkpoint_timeout_ms))
-        .option("eos.restartBudgetMs", str(args.restart_budget_ms))
-        .option("eos.retainedCheckpoints", str(args.retained_checkpoints))
         .queryName("kafka-eos-example")
     )
-    if args.transactional_id_prefix:
-        writer = writer.option("eos.transactionalIdPrefix", args.transactional_id_prefix)
-    if args.state_dir:
-        writer = writer.option("eos.stateDir", args.state_dir)
+    if args.sink_format == "kafka-eos":
+        writer = (
+            writer.option("eos.deliveryGuarantee", args.delivery_guarantee)
+            .option("eos.transactionTimeoutMs", str(args.transaction_timeout_ms))
+            .option("eos.checkpointTimeoutMs", str(args.checkpoint_timeout_ms))
+            .option("eos.restartBudgetMs", str(args.restart_budget_ms))
+            .option("eos.retainedCheckpoints", str(args.retained_checkpoints))
+        )
+        if args.transactional_id_prefix:
+            writer = writer.option("eos.transactionalIdPrefix", args.transactional_id_prefix)
+        if args.state_dir:
+            writer = writer.option("eos.stateDir", args.state_dir)
     if args.bounded:
         writer = writer.trigger(availableNow=True)
     else:
@@ -216,7 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[failpoints.KILL_GROUP_ENV] = str(os.getpgid(0))
     else:
         os.environ.pop(failpoints.KILL_GROUP_ENV, None)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # The Python Spark starts for the job's processes: this interpreter, importing pyspark with its
+    # cached bytecode rather than from pyspark.zip (connectors/tools/worker_python.py).
+    os.environ.setdefault("PYSPARK_PYTHON", worker_python.path())
     failpoints.load_from_env()
 
     from pyspark.sql import SparkSession
@@ -254,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.py_files:
         spark.sparkContext.addPyFile(args.py_files)  # what spark-submit --py-files does
     spark.sparkContext.setLogLevel(args.log_level)
-    register(spark)
+    if "kafka-eos" in (args.source_format, args.sink_format):
+        register(spark)
     try:
         query = build_query(spark, args)
     except Exception as exc:

@@ -25,7 +25,33 @@ def register(spark: SparkSession) -> None:
             "write task would fence each other's Kafka transactions. Set spark.speculation=false "
             "(task retries after failures are fine and are fenced correctly)."
         )
-    spark.dataSource.register(KafkaEosDataSource)
+    _register_with_worker_python(spark)
+
+
+def _register_with_worker_python(spark: SparkSession) -> None:
+    """Registers the data source so that the Python processes Spark starts for it (one per
+    planning step, and the worker daemon) import pyspark from the installed package, not from
+    ``pyspark.zip`` (``connectors/tools/worker_python.py``), where that is safe.
+
+    Spark takes the Python of a data source's processes from ``SparkContext.pythonExec`` when the
+    data source is registered, so it is swapped for the registration only: the job's other Python
+    code (UDFs, foreachBatch) keeps the session's."""
+    from connectors.tools.worker_python import for_data_source
+
+    try:
+        context = spark.sparkContext
+        launcher = for_data_source(context.pythonExec, context.master)
+    except Exception:  # Spark Connect: no SparkContext here, the server starts the processes
+        launcher = None
+    if launcher is None:
+        spark.dataSource.register(KafkaEosDataSource)
+        return
+    session_python = context.pythonExec
+    context.pythonExec = launcher
+    try:
+        spark.dataSource.register(KafkaEosDataSource)
+    finally:
+        context.pythonExec = session_python
 
 
 __all__ = ["FORMAT", "KafkaEosDataSource", "SpeculationNotSupportedError", "register"]

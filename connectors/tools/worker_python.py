@@ -1,0 +1,96 @@
+"""The Python for the processes Spark starts for a PySpark job (its ``PYSPARK_PYTHON``): the same
+interpreter, importing pyspark from the installed package with its cached bytecode instead of
+from ``pyspark.zip``.
+
+Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on the ``PYTHONPATH`` of every Python
+process it starts: each planning step of a Python data source (lookup, creation, read and write
+planning, the streaming source and sink runners) and each worker daemon. Python compiles modules
+imported from a zip on every import and caches no bytecode, so every such process spends about
+half a second compiling pyspark before it does anything. With pyspark installed by pip,
+``SPARK_HOME`` is the installed package, and the zip holds the very files of the package next to
+it, whose bytecode Python caches.
+
+``kafka-eos-python -m MODULE ARGS`` does what ``python -m MODULE ARGS`` does after taking off
+``sys.path`` a ``pyspark.zip`` that lies inside the pyspark package the path would import
+otherwise (``<dir>/pyspark/python/lib/pyspark.zip`` with ``<dir>`` on ``sys.path``): never one
+pyspark version for another. Any other command line goes to the interpreter unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import shutil
+import sys
+from pathlib import Path
+
+COMMAND = "kafka-eos-python"
+#: ``0``: ``path()`` is the plain interpreter, and ``connectors.spark.register`` keeps the
+#: session's Python for the kit's data source.
+DISABLE_ENV = "KAFKA_EOS_WORKER_PYTHON"
+
+
+def _disabled() -> bool:
+    return os.environ.get(DISABLE_ENV, "").strip().lower() in ("0", "false", "off", "no")
+
+
+def path() -> str:
+    """This environment's ``kafka-eos-python``, for ``PYSPARK_PYTHON`` or ``spark.pyspark.python``
+    (next to the interpreter, as pip installs console scripts); the interpreter itself if there is
+    none (a source checkout that was not installed) or ``KAFKA_EOS_WORKER_PYTHON=0``."""
+    if _disabled():
+        return sys.executable
+    launcher = Path(sys.executable).with_name(COMMAND)
+    return str(launcher) if launcher.is_file() and os.access(launcher, os.X_OK) else sys.executable
+
+
+def for_data_source(python_exec: str, master: str) -> str | None:
+    """The launcher to give the kit's data source instead of ``python_exec`` (the session's
+    ``PYSPARK_PYTHON``), or None to keep it.
+
+    Only where it is the same thing: a local master (the data source's tasks run on this machine,
+    like its planning steps) and ``python_exec`` being this very interpreter, so the launcher
+    (next to it) sees the same packages. On a cluster, executors may have another layout: there a
+    user sets ``PYSPARK_PYTHON`` (``spark.pyspark.python``) to the executors' ``kafka-eos-python``."""
+    if _disabled() or not master.startswith("local"):
+        return None
+    found = shutil.which(python_exec)
+    if found is None or os.path.abspath(found) != os.path.abspath(sys.executable):
+        return None
+    launcher = path()
+    return launcher if launcher != sys.executable else None
+
+
+def shadowing_zips(entries: list[str]) -> list[str]:
+    """The entries of ``entries`` that are a ``pyspark.zip`` inside a pyspark package that a later
+    entry (a site-packages folder) would import from."""
+    folders = {os.path.realpath(entry) for entry in entries if entry and not entry.endswith(".zip")}
+    found = []
+    for entry in entries:
+        zip_file = Path(entry)
+        if zip_file.name != "pyspark.zip" or zip_file.parent.name != "lib" or zip_file.parent.parent.name != "python":
+            continue
+        package = zip_file.parent.parent.parent
+        if (package.name == "pyspark" and (package / "__init__.py").is_file()
+                and os.path.realpath(package.parent) in folders):
+            found.append(entry)
+    return found
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) >= 2 and args[0] == "-m":
+        for entry in shadowing_zips(sys.path):
+            sys.path.remove(entry)
+        # As ``python -m``: the current directory first, not the folder of this launcher.
+        launcher_folder = os.path.dirname(os.path.abspath(sys.argv[0]))
+        if sys.path and sys.path[0] and os.path.abspath(sys.path[0]) == launcher_folder:
+            sys.path[0] = os.getcwd()
+        sys.argv = [args[1], *args[2:]]
+        runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+        return
+    os.execv(sys.executable, [sys.executable, *args])
+
+
+if __name__ == "__main__":
+    main()
