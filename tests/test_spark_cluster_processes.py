@@ -30,7 +30,10 @@ def test_descendants_are_found_children_first_with_their_command_lines():
     try:
         assert parent.stdout is not None and parent.stdout.readline().strip() == "ready"
         deadline = time.monotonic() + 30
-        while len(found := descendants(parent.pid)) < 2 and time.monotonic() < deadline:
+        # A process's command line reads empty for a moment while it starts (before exec), so wait
+        # for the grandchild's as well as for both processes.
+        while ((len(found := descendants(parent.pid)) < 2 or "time.sleep(60)" not in found[-1].cmdline)
+               and time.monotonic() < deadline):
             time.sleep(0.05)
         child, grandchild = found
         assert child.ppid == parent.pid and grandchild.ppid == child.pid
