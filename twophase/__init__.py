@@ -52,7 +52,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from twophase.checkpoint import CompletedCheckpoint
     from twophase.checkpoint_store import FileCheckpointStore
-    from twophase.coordinator import CheckpointConfig, CheckpointCoordinator
+    from twophase.coordinator import CheckpointConfig, CheckpointCoordinator, CommitResult
     from twophase.errors import (
         CheckpointAbortedError,
         CheckpointCommitError,
@@ -60,7 +60,6 @@ if TYPE_CHECKING:
         CheckpointTriggerError,
         KafkaEosError,
     )
-    from twophase.coordinator import CommitResult
     from twophase.participants import (
         CheckpointParticipant,
         CommittingParticipant,

@@ -40,15 +40,13 @@ query could be taken over by another one.
 from __future__ import annotations
 
 import logging
-import os
-import posixpath
 from typing import Callable, Mapping
 
 from pyspark.sql import DataFrame
 
 from connectors.spark.datasource import FORMAT
 from connectors.spark.errors import KafkaEosOptionError, QueryCheckpointError
-from connectors.spark.options import STATE_DIR_NAME, parse_sink_options
+from connectors.spark.options import parse_sink_options, state_dir_under
 from connectors.spark.query_checkpoint import read_query_checkpoint
 from twophase.checkpoint_store import FileCheckpointStore
 
@@ -77,7 +75,7 @@ def exactly_once_foreach_batch(transform: BatchTransform, **options: str) -> Cal
                 "exactly_once_foreach_batch: option checkpointLocation is empty; give the query's "
                 "checkpointLocation (the one on writeStream), a path or URI every driver reaches")
         if _get_option(write_options, STATE_DIR_OPTION) is None:
-            write_options[STATE_DIR_OPTION] = _join(checkpoint_location, STATE_DIR_NAME)
+            write_options[STATE_DIR_OPTION] = state_dir_under(checkpoint_location)
     elif _get_option(write_options, STATE_DIR_OPTION) is None:
         raise KafkaEosOptionError(
             "exactly_once_foreach_batch needs checkpointLocation (the query's, as on writeStream; the "
@@ -153,6 +151,3 @@ def _pop_option(options: dict[str, str], name: str) -> str | None:
         raise KafkaEosOptionError(f"exactly_once_foreach_batch: option {name} is given twice ({found})")
     return str(options.pop(found[0])) if found else None
 
-
-def _join(location: str, name: str) -> str:
-    return posixpath.join(location, name) if ":" in location.split("/", 1)[0] else os.path.join(location, name)

@@ -229,8 +229,11 @@ def _state_location(value: str, option: str) -> str:
         raise KafkaEosOptionError(f"option {option}: {exc}") from None
 
 
-def _join(location: str, name: str) -> str:
-    return posixpath.join(location, name) if "://" in location else os.path.join(location, name)
+def state_dir_under(location: str) -> str:
+    """The sink's default state folder in a query's ``checkpointLocation``:
+    ``<checkpointLocation>/kafka-eos`` (a URI joined as a URI, a path as a local path)."""
+    is_uri = ":" in location.split("/", 1)[0]
+    return posixpath.join(location, STATE_DIR_NAME) if is_uri else os.path.join(location, STATE_DIR_NAME)
 
 
 def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOptions:
@@ -267,7 +270,7 @@ def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOp
     if state_dir_raw:
         state_dir = _state_location(state_dir_raw, "eos.stateDir")
     elif streaming:
-        state_dir = _join(location or "", STATE_DIR_NAME)
+        state_dir = state_dir_under(location or "")
     else:
         state_dir = os.path.join(os.path.expanduser("~"), ".kafka-eos", "batch-writes",
                                  default_transactional_id_prefix("batch", sink_identity))

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import posixpath
 import re
 import time
 from dataclasses import asdict, dataclass, field
@@ -32,16 +30,16 @@ from connectors.kafka.committable import KafkaCommittable
 from connectors.kafka.config import DEFAULT_RESTART_BUDGET_MS, DEFAULT_TRANSACTION_TIMEOUT_MS
 from connectors.kafka.source import from_offsets
 from connectors.spark.errors import QueryCheckpointError
+from connectors.spark.options import state_dir_under
 from connectors.spark.query_checkpoint import read_query_checkpoint
 from connectors.tools.errors import StatusUnavailableError
-from twophase.checkpoint_statistics import CheckpointOutcome, CheckpointStatistics, retained_statistics
+from twophase.checkpoint_statistics import CheckpointStatistics, retained_statistics
 from twophase.checkpoint_store import FileCheckpointStore
-from twophase.errors import CorruptCheckpointError, CorruptStatisticsError, UnsupportedStateLocationError
+from twophase.errors import CorruptCheckpointError, UnsupportedStateLocationError
 from twophase.state_storage import canonical_location, open_state_storage
 
 log = logging.getLogger(__name__)
 
-STATE_DIR_NAME = "kafka-eos"  # as the sink's options derive it (connectors.spark.options)
 SINK_PARTICIPANT = "kafka-sink"
 OFFSET_LOG = "offsets"
 # A transactional id of the sink's pool: {prefix}-{slot}-{index}.
@@ -176,7 +174,7 @@ def state_dir_for(checkpoint_location: str, state_dir: str | None) -> str:
         location = canonical_location(checkpoint_location)
     except UnsupportedStateLocationError as exc:
         raise StatusUnavailableError(str(exc)) from None
-    return posixpath.join(location, STATE_DIR_NAME) if "://" in location else os.path.join(location, STATE_DIR_NAME)
+    return state_dir_under(location)
 
 
 def committed_source_offsets(checkpoint_location: str, batch_id: int) -> dict[TopicPartition, int]:
