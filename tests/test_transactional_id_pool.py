@@ -1,8 +1,11 @@
-"""The sink's transactional ids stay within a pool of two per write slot, for as long as a query
-runs: hundreds of batches with task retries, zombie attempts, driver crashes at every point of the
-commit, replays, and a task count that changes between runs. Output stays exactly-once."""
+"""The sink's transactional ids stay within a pool of two per write slot (plus one id, used once,
+per retried task), for as long as a query runs: hundreds of batches with task retries, zombie
+attempts, driver crashes at every point of the commit, replays, and a task count that changes
+between runs. Output stays exactly-once."""
 
+import itertools
 import random
+import re
 from collections import Counter
 
 import pytest
@@ -23,6 +26,7 @@ from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
 from twophase import failpoints  # noqa: E402
 from twophase.checkpoint_store import FileCheckpointStore  # noqa: E402
 from twophase.coordinator import CheckpointConfig, CheckpointCoordinator  # noqa: E402
+from twophase.errors import CheckpointCommitError  # noqa: E402
 from twophase.pipeline import LocalPipeline  # noqa: E402
 
 
@@ -56,6 +60,21 @@ def test_the_pattern_claims_only_this_sinks_ids():
         TransactionalIdPool("has space")
 
 
+def test_a_retried_attempt_gets_an_id_of_its_own_that_the_pattern_still_claims():
+    pool = TransactionalIdPool("job")
+    assert pool.transactional_id(3, 1, task_attempt=42) == "job-3-1-t42"
+    assert pool.transactional_id(3, 2, task_attempt=43) == "job-3-0-t43"
+    assert pool.slot_of("job-3-1-t42") == 3
+    # "job-1-0-1" is slot 0 of the sink "job-1", not a retry of sink "job"
+    assert pool.slot_of("job-1-0-1") is None and TransactionalIdPool("job-1").slot_of("job-1-0-1") == 0
+    assert pool.slot_of("job-3-1-42") is None and pool.slot_of("job-3-1-tx") is None
+    assert TransactionalIdPool.prefix_of("kafka-eos-ab12-3-1") == "kafka-eos-ab12"
+    assert TransactionalIdPool.prefix_of("kafka-eos-ab12-3-1-t9") == "kafka-eos-ab12"
+    assert TransactionalIdPool.prefix_of("kafka-eos-ab12-timeout-probe") is None
+    with pytest.raises(ValueError, match="task attempt"):
+        pool.transactional_id(0, 0, task_attempt=-1)
+
+
 # -- the Spark sink's driver protocol over hundreds of batches -----------------------------------
 
 class Query:
@@ -70,12 +89,16 @@ class Query:
         self.pool = TransactionalIdPool(self.options.config.transactional_id_prefix)
         self.committed_through = SparkCommitProtocol(self.options).recover()
         self.expected: list[str] = []
+        # Spark's task attempt ids: unique in the application
+        self.task_attempt_ids = itertools.count(1000)
+        self.retries = 0
 
     def restart(self):
         self.committed_through = SparkCommitProtocol(self.options).recover()
 
-    def task(self, slot, batch, rows):
-        writer = KafkaTransactionWriter(self.fake, self.options.config, self.pool.transactional_id(slot, batch), batch)
+    def task(self, slot, batch, rows, task_attempt=None):
+        transactional_id = self.pool.transactional_id(slot, batch, task_attempt=task_attempt)
+        writer = KafkaTransactionWriter(self.fake, self.options.config, transactional_id, batch)
         for value in rows:
             writer.write({"value": value, "partition": slot % 3})
         return writer
@@ -88,11 +111,14 @@ class Query:
             if batch <= self.committed_through:
                 messages.append(KafkaCommitMessage(batch, slot, 0, None, 0, skipped=True))
                 continue
+            retry = None
             if rows and rng.random() < fail_rate:
                 self.task(slot, batch, rows)  # attempt 0 dies after writing, leaving its transaction open
-            committable = self.task(slot, batch, rows).pre_commit() if rows else None
-            messages.append(KafkaCommitMessage(batch, slot, 1, committable.to_json() if committable else None,
-                                               len(rows)))
+                retry = next(self.task_attempt_ids)
+                self.retries += 1
+            committable = self.task(slot, batch, rows, task_attempt=retry).pre_commit() if rows else None
+            messages.append(KafkaCommitMessage(batch, slot, 0 if retry is None else 1,
+                                               committable.to_json() if committable else None, len(rows)))
             if batch > self.committed_through:
                 self.expected.extend(rows)
         SparkCommitProtocol(self.options).commit(messages, batch)
@@ -132,8 +158,10 @@ def test_ids_stay_within_the_pool_over_hundreds_of_batches(tmp_path):
     SparkCommitProtocol(query.options).abort_lingering()  # the sweep of the next batch's commit
 
     listed = {t.transactional_id for t in fake.txn_control().list_transactions(f"{query.pool.prefix}-")}
-    assert listed <= set(query.pool.pool_ids(5)), sorted(listed - set(query.pool.pool_ids(5)))
-    assert len(listed) == POOL_SIZE * 5
+    retried = {i for i in listed if re.search(r"-t\d+$", i)}
+    assert listed - retried <= set(query.pool.pool_ids(5)), sorted(listed - retried - set(query.pool.pool_ids(5)))
+    assert len(retried) == query.retries > 0, "one id per retried task, used once"
+    assert len(listed - retried) == POOL_SIZE * 5
     assert crashes == 12
     output = Counter(r.value.decode() for r in read_all(fake, "out"))
     assert {v: n for v, n in output.items() if n > 1} == {}, "duplicates"
@@ -171,6 +199,28 @@ def test_a_zombie_of_the_previous_batch_cannot_fence_the_batch_being_committed(t
     assert sorted(r.value for r in read_all(fake, "out"))[-2:] == [b"b1-0", b"b1-1"]
     assert zombie.transactional_id not in {c.transactional_id for c in pre_committed}
     assert fake.txn_control().list_open_transactions("") == []  # the commit's sweep ended the zombie's
+
+
+def test_a_failed_attempt_that_initialises_late_cannot_fence_its_retry(tmp_path):
+    """Spark may start a task's retry while a Python worker of the failed attempt still runs; that
+    attempt's InitProducerId can land after the retry pre-committed. Sharing the id, it aborts the
+    retry's transaction (the first half shows the loss); with the retry's own id it cannot."""
+    fake = FakeKafkaClients(tmp_path / "kafka.db")
+    fake.admin().create_topic("out", 3)
+    query = Query(fake, tmp_path)
+    shared = query.task(0, 0, ["retry, shared id"]).pre_commit()
+    query.task(0, 0, ["failed attempt, late"])  # its initialisation lands now
+    with pytest.raises(CheckpointCommitError, match="TransactionLostError"):
+        SparkCommitProtocol(query.options).commit([KafkaCommitMessage(0, 0, 1, shared.to_json(), 1)], 0)
+
+    query = Query(FakeKafkaClients(tmp_path / "kafka2.db"), tmp_path / "second")
+    query.fake.admin().create_topic("out", 3)
+    own = query.task(0, 0, ["retry, own id"], task_attempt=7).pre_commit()
+    late = query.task(0, 0, ["failed attempt, late"])
+    SparkCommitProtocol(query.options).commit([KafkaCommitMessage(0, 0, 1, own.to_json(), 1)], 0)
+    assert [r.value for r in read_all(query.fake, "out")] == [b"retry, own id"]
+    assert late.transactional_id != own.transactional_id
+    assert query.fake.txn_control().list_open_transactions("") == []  # the commit's sweep ended the late one
 
 
 # -- the in-process sink -------------------------------------------------------------------------

@@ -16,14 +16,14 @@ from connectors.spark.errors import SpeculationNotSupportedError
 def register(spark: SparkSession) -> None:
     """Register the ``kafka-eos`` format with ``spark``.
 
-    Refuses speculative execution: two concurrent attempts of one write task share a
-    transactional id, so each fences the other, and the attempt Spark keeps may be the one whose
-    transaction was aborted; the query would then fail with TransactionLostError."""
+    Refuses speculative execution, which the kit's two-phase commit has not been tested with. (A
+    speculative copy of a write task writes under a transactional id of its own, as a retry does,
+    so the two cannot fence each other.)"""
     if spark.conf.get("spark.speculation", "false").strip().lower() == "true":
         raise SpeculationNotSupportedError(
-            "kafka-eos exactly-once writes refuse spark.speculation=true: concurrent attempts of a "
-            "write task would fence each other's Kafka transactions. Set spark.speculation=false "
-            "(task retries after failures are fine and are fenced correctly)."
+            "kafka-eos exactly-once writes refuse spark.speculation=true: speculative copies of write "
+            "tasks have not been tested with the kit's two-phase commit. Set spark.speculation=false "
+            "(task retries after failures are fine: a retry writes under a transactional id of its own)."
         )
     _register_with_worker_python(spark)
 

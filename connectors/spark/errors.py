@@ -16,8 +16,7 @@ class SinkSchemaError(KafkaEosError, ValueError):
 
 
 class SpeculationNotSupportedError(KafkaEosError, RuntimeError):
-    """``spark.speculation`` is on: concurrent attempts of a write task would fence each other's
-    Kafka transactions."""
+    """``spark.speculation`` is on, which the kit's two-phase commit has not been tested with."""
 
 
 class ForeignStateError(KafkaEosError, RuntimeError):

@@ -2,9 +2,10 @@
 
 Each task writes its rows in one transaction, whose id comes from the sink's pool
 (``transactional_ids.py``: ``{prefix}-{partition id}-{batch id % 2}``), and pre-commits it
-(flush); the handle goes back to the driver as the task's commit message. A retried task
-re-initialises the same id, which fences its zombie and aborts the zombie's transaction. A task of
-a replayed batch that is already committed writes nothing.
+(flush); the handle goes back to the driver as the task's commit message. A retried task writes
+under an id of its own: the attempt it replaces may still be running, and must not be able to
+fence it; whatever that attempt left open, the commit's sweep aborts. A task of a replayed batch
+that is already committed writes nothing.
 """
 
 from __future__ import annotations
@@ -87,6 +88,9 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], checkpoi
     context = TaskContext.get()
     partition_id = context.partitionId() if context else 0
     attempt = context.attemptNumber() if context else 0
+    # A retry or speculative copy may run beside the attempt it replaces: an id of its own keeps
+    # that attempt's late initialisation from fencing this one (transactional_ids.py).
+    task_attempt = context.taskAttemptId() if context and attempt > 0 else None
     if checkpoint_id <= committed_through:
         for _ in batches:  # Spark expects the input consumed
             pass
@@ -96,7 +100,7 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], checkpoi
     transactional_id = None
     if config.exactly_once and config.transactional_id_prefix is not None:
         transactional_id = TransactionalIdPool(config.transactional_id_prefix).transactional_id(
-            partition_id, checkpoint_id)
+            partition_id, checkpoint_id, task_attempt=task_attempt)
     # The producer is made ready (InitProducerId) while Spark computes the task's first rows.
     prepared = None if transactional_id is None else PRODUCERS.prepare(
         clients, transactional_id, KafkaTransactionWriter.producer_config(config), config.flush_timeout_s)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
@@ -29,6 +28,7 @@ from connectors.kafka.clients import KafkaClients, OpenTransaction, TopicPartiti
 from connectors.kafka.committable import KafkaCommittable
 from connectors.kafka.config import DEFAULT_RESTART_BUDGET_MS, DEFAULT_TRANSACTION_TIMEOUT_MS
 from connectors.kafka.source import from_offsets
+from connectors.kafka.transactional_ids import TransactionalIdPool
 from connectors.spark.errors import QueryCheckpointError
 from connectors.spark.options import state_dir_under
 from connectors.spark.query_checkpoint import read_query_checkpoint
@@ -42,8 +42,6 @@ log = logging.getLogger(__name__)
 
 SINK_PARTICIPANT = "kafka-sink"
 OFFSET_LOG = "offsets"
-# A transactional id of the sink's pool: {prefix}-{slot}-{index}.
-_POOL_ID = re.compile(r"^(?P<prefix>.+)-\d+-\d+$")
 
 
 @dataclass(frozen=True)
@@ -211,9 +209,9 @@ def _settings(status: QueryStatus, store: FileCheckpointStore) -> None:
     latest = store.latest()
     for raw in (latest.state_of(SINK_PARTICIPANT) or []) if latest else []:
         committable = KafkaCommittable.from_json(raw)
-        match = _POOL_ID.match(committable.transactional_id or "")
-        if match:
-            status.transactional_id_prefix = match.group("prefix")
+        prefix = TransactionalIdPool.prefix_of(committable.transactional_id or "")
+        if prefix is not None:
+            status.transactional_id_prefix = prefix
             status.transaction_timeout_ms = committable.transaction_timeout_ms
             status.settings_from = "checkpoint"
             return
