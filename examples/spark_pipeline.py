@@ -88,9 +88,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="what a failpoint's exit action ends: the whole job (driver JVM and Python workers, "
                              "like a host losing power), or only the Python process that reaches it (the JVM "
                              "lives on and Spark sees its Python worker die)")
-    parser.add_argument("--sink-format", choices=["kafka-eos", "kafka"], default="kafka-eos",
-                        help="kafka: write with Spark's own Kafka connector instead, which is at-least-once "
-                             "(a comparison; needs --jars)")
+    parser.add_argument("--sink-format", choices=["kafka-eos", "kafka-eos-foreach-batch", "kafka"], default="kafka-eos",
+                        help="kafka-eos-foreach-batch: the same sink through foreachBatch and the kit's helper "
+                             "(exactly_once_foreach_batch), which commits in this process; kafka: write with "
+                             "Spark's own Kafka connector instead, which is at-least-once (a comparison; needs --jars)")
     parser.add_argument("--log-level", default="WARN")
     parser.add_argument("--metrics-file", default=None,
                         help="append one JSON line per micro-batch (batchId, numInputRows, durationMs, "
@@ -159,25 +160,27 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
         from kafka_testkit.task_failures import with_task_failures
 
         output = with_task_failures(output)
-    writer = (
-        output.writeStream.format(args.sink_format)
-        .options(**kafka_options(args))
-        .option("topic", args.output)
-        .option("checkpointLocation", args.checkpoint_dir)
-        .queryName("kafka-eos-example")
-    )
-    if args.sink_format == "kafka-eos":
-        writer = (
-            writer.option("eos.deliveryGuarantee", args.delivery_guarantee)
-            .option("eos.transactionTimeoutMs", str(args.transaction_timeout_ms))
-            .option("eos.checkpointTimeoutMs", str(args.checkpoint_timeout_ms))
-            .option("eos.restartBudgetMs", str(args.restart_budget_ms))
-            .option("eos.retainedCheckpoints", str(args.retained_checkpoints))
-        )
+    sink_options = {**kafka_options(args), "topic": args.output, "checkpointLocation": args.checkpoint_dir}
+    if args.sink_format != "kafka":
+        sink_options.update({
+            "eos.deliveryGuarantee": args.delivery_guarantee,
+            "eos.transactionTimeoutMs": str(args.transaction_timeout_ms),
+            "eos.checkpointTimeoutMs": str(args.checkpoint_timeout_ms),
+            "eos.restartBudgetMs": str(args.restart_budget_ms),
+            "eos.retainedCheckpoints": str(args.retained_checkpoints),
+        })
         if args.transactional_id_prefix:
-            writer = writer.option("eos.transactionalIdPrefix", args.transactional_id_prefix)
+            sink_options["eos.transactionalIdPrefix"] = args.transactional_id_prefix
         if args.state_dir:
-            writer = writer.option("eos.stateDir", args.state_dir)
+            sink_options["eos.stateDir"] = args.state_dir
+    if args.sink_format == "kafka-eos-foreach-batch":
+        from connectors.spark.foreach_batch import exactly_once_foreach_batch
+
+        writer = (output.writeStream.foreachBatch(exactly_once_foreach_batch(**sink_options))
+                  .option("checkpointLocation", args.checkpoint_dir))
+    else:
+        writer = output.writeStream.format(args.sink_format).options(**sink_options)
+    writer = writer.queryName("kafka-eos-example")
     if args.bounded:
         writer = writer.trigger(availableNow=True)
     else:
@@ -266,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         spark.sparkContext.addPyFile(args.py_files)  # what spark-submit --py-files does
     spark.sparkContext.setLogLevel(args.log_level)
     if "kafka-eos" in (args.source_format, args.sink_format):
+        # The foreachBatch sink needs no data source registered: it writes with mapInArrow.
         register(spark)
     try:
         query = build_query(spark, args)

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from connectors.spark import foreach_batch
 from connectors.spark.foreach_batch import bound_query_id, exactly_once_foreach_batch
-from connectors.spark.options import KafkaEosOptionError
+from connectors.spark.options import KafkaEosOptionError, SinkOptions
 
 SINK = {"kafka.bootstrap.servers": "localhost:9092", "topic": "out"}
 
@@ -27,41 +28,20 @@ class _Session:
         return type("SC", (), {"getLocalProperty": lambda _self, key: self._local})()
 
 
-class _Writer:
-    """Records the batch write the helper makes (``df.write.format(...).options(...)...save()``)."""
-
-    def __init__(self, saved: list[dict[str, str]]) -> None:
-        self._saved = saved
-        self._options: dict[str, str] = {}
-
-    def format(self, name: str) -> "_Writer":
-        self._options["<format>"] = name
-        return self
-
-    def options(self, **options: str) -> "_Writer":
-        self._options.update(options)
-        return self
-
-    def option(self, key: str, value: str) -> "_Writer":
-        self._options[key] = value
-        return self
-
-    def mode(self, mode: str) -> "_Writer":
-        self._options["<mode>"] = mode
-        return self
-
-    def save(self) -> None:
-        self._saved.append(self._options)
-
-
 class _BatchDF:
     def __init__(self, local_query_id: str | None = None, connect: bool = False) -> None:
         self.sparkSession = _Session(local_query_id, connect)
-        self.saved: list[dict[str, str]] = []
+        #: The writes the helper made of this batch: (sink options, checkpoint id).
+        self.saved: list[tuple[SinkOptions, int]] = []
 
-    @property
-    def write(self) -> _Writer:
-        return _Writer(self.saved)
+
+@pytest.fixture(autouse=True)
+def recorded_writes(monkeypatch):
+    """Records the write the helper makes instead of running it (no Spark session here)."""
+    def record(df: _BatchDF, options: SinkOptions, checkpoint_id: int) -> None:
+        df.saved.append((options, checkpoint_id))
+
+    monkeypatch.setattr(foreach_batch, "write_dataframe", record)
 
 
 def started_query(checkpoint: Path, query_id: str) -> str:
@@ -72,12 +52,12 @@ def started_query(checkpoint: Path, query_id: str) -> str:
 
 
 def test_classic_session_binds_to_the_local_property_as_before(tmp_path):
-    handler = exactly_once_foreach_batch(lambda df, batch_id: df, **SINK, **{"eos.stateDir": str(tmp_path / "s")})
+    handler = exactly_once_foreach_batch(**SINK, **{"eos.stateDir": str(tmp_path / "s")})
     batch = _BatchDF(local_query_id="q-classic")
     handler(batch, 0)
-    [write] = batch.saved
-    assert write["eos.queryId"] == "q-classic" and write["eos.checkpointId"] == "0"
-    assert write["eos.stateDir"] == str(tmp_path / "s") and write["<mode>"] == "append"
+    [(write, checkpoint_id)] = batch.saved
+    assert write.query_id == "q-classic" and checkpoint_id == 0
+    assert write.state_dir == str(tmp_path / "s") and not write.streaming
 
 
 def test_connect_session_binds_to_the_query_of_the_checkpoint_location(tmp_path):
@@ -85,10 +65,10 @@ def test_connect_session_binds_to_the_query_of_the_checkpoint_location(tmp_path)
     handler = exactly_once_foreach_batch(lambda df, batch_id: df, **SINK, checkpointLocation=checkpoint)
     batch = _BatchDF(connect=True)
     handler(batch, 3)
-    [write] = batch.saved
-    assert write["eos.queryId"] == "q-connect" and write["eos.checkpointId"] == "3"
-    assert write["eos.stateDir"] == str(tmp_path / "chk" / "kafka-eos"), "the streaming sink's default"
-    assert not any(k.lower() == "checkpointlocation" for k in write), "the batch write has no checkpoint"
+    [(write, checkpoint_id)] = batch.saved
+    assert write.query_id == "q-connect" and checkpoint_id == 3
+    assert write.state_dir == str(tmp_path / "chk" / "kafka-eos"), "the streaming sink's default"
+    assert write.checkpoint_location is None, "the batch write has no checkpoint"
 
 
 def test_an_explicit_state_dir_is_kept_with_a_checkpoint_location(tmp_path):
@@ -97,7 +77,7 @@ def test_an_explicit_state_dir_is_kept_with_a_checkpoint_location(tmp_path):
                                          **{"eos.stateDir": str(tmp_path / "elsewhere")})
     batch = _BatchDF(connect=True)
     handler(batch, 0)
-    assert batch.saved[0]["eos.stateDir"] == str(tmp_path / "elsewhere")
+    assert batch.saved[0][0].state_dir == str(tmp_path / "elsewhere")
 
 
 def test_connect_without_checkpoint_location_is_refused_naming_the_option(tmp_path):

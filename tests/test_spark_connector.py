@@ -231,6 +231,36 @@ def test_foreach_batch_helper_is_exactly_once_across_replays(spark, fake, tmp_pa
     assert_exactly_once(fake, values)
 
 
+def test_foreach_batch_helper_ends_the_transactions_of_a_failed_batch(spark, fake, tmp_path, caplog):
+    # Spark hands a foreachBatch function no message of the tasks that pre-committed before the
+    # batch failed: the helper aborts what they left open, and the restart writes everything once.
+    from connectors.spark.foreach_batch import exactly_once_foreach_batch
+
+    values = load(fake, 300)
+    failing = json.loads(values[-1])["id"]
+
+    def start(fail: bool):
+        source = (spark.readStream.format("kafka-eos").option("kafka.bootstrap.servers", fake.bootstrap_servers)
+                  .option("subscribe", "in").option("startingOffsets", "earliest").load())
+        value = f"CASE WHEN CAST(key AS STRING) = '{failing}' THEN raise_error('boom') ELSE value END" \
+            if fail else "value"
+        handler = exactly_once_foreach_batch(lambda df, _: df.selectExpr("key", f"{value} AS value"), **{
+            "kafka.bootstrap.servers": fake.bootstrap_servers, "topic": "out",
+            "checkpointLocation": str(tmp_path / "chk")})
+        return source.writeStream.foreachBatch(handler).option("checkpointLocation", str(tmp_path / "chk")).start()
+
+    query = start(fail=True)
+    with caplog.at_level("WARNING", logger="connectors.spark.dataframe_writer"):
+        with pytest.raises(Exception, match="boom"):
+            query.awaitTermination(120)
+    assert "batch 0 failed: aborted" in caplog.text
+    assert read_all(fake, "out") == [], "nothing of the failed batch is visible"
+    query = start(fail=False)
+    query.processAllAvailable()
+    query.stop()
+    assert_exactly_once(fake, values)
+
+
 def test_sink_without_value_column_names_the_column(spark, fake, tmp_path):
     source = (spark.readStream.format("kafka-eos").option("kafka.bootstrap.servers", fake.bootstrap_servers)
               .option("subscribe", "in").load())

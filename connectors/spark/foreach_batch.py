@@ -40,11 +40,12 @@ query could be taken over by another one.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Callable, Mapping
 
 from pyspark.sql import DataFrame
 
-from connectors.spark.datasource import FORMAT
+from connectors.spark.dataframe_writer import write_dataframe
 from connectors.spark.errors import KafkaEosOptionError, QueryCheckpointError
 from connectors.spark.options import parse_sink_options, state_dir_under
 from connectors.spark.query_checkpoint import read_query_checkpoint
@@ -59,10 +60,11 @@ STATE_DIR_OPTION = "eos.stateDir"
 BatchTransform = Callable[[DataFrame, int], DataFrame]
 
 
-def exactly_once_foreach_batch(transform: BatchTransform, **options: str) -> Callable[[DataFrame, int], None]:
+def exactly_once_foreach_batch(transform: BatchTransform | None = None, **options: str) -> Callable[[DataFrame, int], None]:
     """Wrap ``transform(batch_df, batch_id) -> DataFrame`` (Kafka sink columns: value, and
     optionally key, topic, partition, headers) into a foreachBatch function that writes its
-    result to Kafka exactly once per batch id. ``options`` are kafka-eos sink options, plus
+    result to Kafka exactly once per batch id; without ``transform``, the batch is written as it
+    is. ``options`` are kafka-eos sink options, plus
     ``checkpointLocation``: the query's own (required on Spark Connect; see the module doc).
     ``eos.stateDir`` defaults to ``<checkpointLocation>/kafka-eos``; without checkpointLocation it
     is required (a folder of its own, e.g. inside the query's checkpoint)."""
@@ -93,9 +95,8 @@ def exactly_once_foreach_batch(transform: BatchTransform, **options: str) -> Cal
             # The writer still re-commits a stored but unconfirmed batch before anything else.
             log.info("batch %d is already stored as checkpoint %d; its replay writes nothing",
                      batch_id, latest.checkpoint_id)
-        output = transform(batch_df, batch_id)
-        (output.write.format(FORMAT).options(**write_options).option("eos.checkpointId", str(batch_id))
-         .option("eos.queryId", query_id).mode("append").save())
+        output = batch_df if transform is None else transform(batch_df, batch_id)
+        write_dataframe(output, replace(sink, query_id=query_id), batch_id)
 
     return write_batch
 

@@ -1,0 +1,93 @@
+"""One write of a DataFrame to Kafka whose two-phase commit runs in the calling Python process.
+
+The tasks run the ``kafka-eos`` sink's task code (``write_task.py``) through ``mapInArrow``: each
+writes its rows in one transaction, pre-commits it and returns its commit message as one row. The
+messages are collected here, and this process stores and commits them as one checkpoint
+(:class:`connectors.spark.commit_protocol.SparkCommitProtocol`, the same lifecycle as the data
+source's driver-side commit).
+
+This is what the foreachBatch helper writes with. ``df.write.format("kafka-eos")`` would make
+Spark start a Python process for the write planning (``write_into_data_source``) before the tasks
+and another for the commit (``commit_data_source_write``) after them, one after the other; the
+process that runs a foreachBatch function is already up, with the kit and its clients imported.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, replace
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+
+from connectors.spark.commit_protocol import SparkCommitProtocol
+from connectors.spark.options import SinkOptions
+from connectors.spark.sink_preparation import prepare_sink
+from connectors.spark.write_task import KafkaCommitMessage, write_task
+from twophase.coordinator import CommitResult
+
+log = logging.getLogger(__name__)
+
+#: The one column a write task returns: its commit message as JSON.
+COMMIT_MESSAGE_COLUMN = "kafka_eos_commit_message"
+_COMMIT_MESSAGE_SCHEMA = f"{COMMIT_MESSAGE_COLUMN} string"
+
+
+class _WriteTask:
+    """What ``mapInArrow`` runs in each task; pickled with the sink's options."""
+
+    def __init__(self, options: SinkOptions, checkpoint_id: int, committed_through: int) -> None:
+        self.options = options
+        self.checkpoint_id = checkpoint_id
+        self.committed_through = committed_through
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        message = write_task(self.options, batches, self.checkpoint_id, self.committed_through)
+        yield pa.RecordBatch.from_pydict({COMMIT_MESSAGE_COLUMN: [json.dumps(asdict(message))]},
+                                         schema=pa.schema([(COMMIT_MESSAGE_COLUMN, pa.string())]))
+
+
+def commit_message_of(raw: str) -> KafkaCommitMessage:
+    return KafkaCommitMessage(**json.loads(raw))
+
+
+def write_dataframe(df: DataFrame, options: SinkOptions, checkpoint_id: int) -> CommitResult | None:
+    """Write ``df`` as checkpoint ``checkpoint_id`` of the sink (a foreachBatch batch id, which
+    Spark may replay: a replay of a stored checkpoint writes nothing) and commit it here. Returns
+    the commit's timings (None for a replay, or when the sink is not exactly-once)."""
+    options = replace(options, checkpoint_id=checkpoint_id)
+    # Recovery first (a stored but unconfirmed checkpoint is committed), before any task writes.
+    committed_through = prepare_sink(options, df.schema)
+    task = _WriteTask(options, checkpoint_id, committed_through)
+    try:
+        rows = df.mapInArrow(task, _COMMIT_MESSAGE_SCHEMA).collect()
+    except BaseException:
+        if options.config.exactly_once:
+            _abort_left_open(options, checkpoint_id)
+        raise
+    messages = [commit_message_of(row[0]) for row in rows]
+    if not options.config.exactly_once:
+        return None
+    protocol = SparkCommitProtocol(options)
+    try:
+        return protocol.commit(messages, checkpoint_id, replayable=True)
+    finally:
+        protocol.close()
+
+
+def _abort_left_open(options: SinkOptions, checkpoint_id: int) -> None:
+    """The write failed before any checkpoint of it was stored. Spark gives this process no
+    message of the tasks that did pre-commit, so their transactions are ended by the sweep: between
+    two batches no transaction of this sink may be open (recovery committed the stored ones)."""
+    protocol = SparkCommitProtocol(options)
+    try:
+        aborted = protocol.abort_lingering()
+        log.warning("batch %d failed: aborted %d transactions its tasks left open (%s)", checkpoint_id,
+                    len(aborted), ", ".join(aborted) or "none")
+    except Exception as exc:
+        log.warning("batch %d failed, and aborting the transactions its tasks left open failed too (%r); "
+                    "the next recovery aborts them as lingering", checkpoint_id, exc)
+    finally:
+        protocol.close()
