@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from connectors.kafka.transactional_ids import TransactionalIdPool
 from kafka_testkit.task_failures import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV
 from kafka_io import (
     assert_exactly_once,
@@ -57,16 +58,25 @@ def test_spark_job_killed_at_failpoint_and_restarted_is_exactly_once(kafka_boots
     assert kafka_clients.txn_control().list_open_transactions(DEFAULT_PREFIX) == []
 
 
+@pytest.mark.parametrize("sink_format", ["kafka-eos", "kafka-eos-foreach-batch"])
 def test_spark_job_with_executor_task_failures_is_exactly_once(kafka_bootstrap, kafka_clients, unique_name, tmp_path,
-                                                              spark_master):
+                                                              spark_master, sink_format):
     source, sink, ids = topics_with_orders(kafka_clients, unique_name, RECORDS)
+    prefix = unique_name("retries")
     finished = run_spark_job(kafka_bootstrap, source, sink, tmp_path / "chk", master=spark_master,
-                             env={TASK_FAILURE_RATE_ENV: "0.5", TASK_FAILURE_SEED_ENV: "11"})
+                             env={TASK_FAILURE_RATE_ENV: "0.5", TASK_FAILURE_SEED_ENV: "11"},
+                             extra=("--sink-format", sink_format, "--transactional-id-prefix", prefix))
     assert finished.returncode == 0, finished.stderr[-4000:]
     # Spark's report of the failed attempt (a cluster's executors log the failure in their own stderr).
     assert "InjectedTaskFailure: injected failure of task" in finished.stderr
     wait_until_stable(kafka_clients, sink)
     assert_exactly_once(read_committed_values(kafka_clients, sink), ids, copied_id)
+    # Each retry wrote under an id of its own, which the pool's sweep still finds.
+    listed = [t.transactional_id for t in kafka_clients.txn_control().list_transactions(f"{prefix}-")]
+    pool = TransactionalIdPool(prefix)
+    assert all(pool.slot_of(i) is not None for i in listed), listed
+    assert any(i.rsplit("-", 1)[-1].startswith("t") for i in listed), listed
+    assert kafka_clients.txn_control().list_open_transactions(f"{prefix}-") == []
 
 
 def test_transactional_ids_stay_within_the_pool_over_300_micro_batches(kafka_bootstrap, kafka_clients, unique_name,

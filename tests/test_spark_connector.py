@@ -261,6 +261,28 @@ def test_foreach_batch_helper_ends_the_transactions_of_a_failed_batch(spark, fak
     assert_exactly_once(fake, values)
 
 
+def test_task_workers_start_in_the_background(spark, caplog):
+    from connectors.spark.worker_warmup import start_task_workers
+
+    with caplog.at_level("INFO", logger="connectors.spark.worker_warmup"):
+        thread = start_task_workers(spark)
+        assert thread is not None
+        thread.join(120)
+    assert not thread.is_alive()
+    assert "failed" not in caplog.text
+
+
+def test_no_task_workers_to_start_without_a_spark_context():
+    from connectors.spark.worker_warmup import start_task_workers
+
+    class ConnectSession:  # what a Spark Connect client's session answers
+        @property
+        def sparkContext(self):  # noqa: N802 (Spark's name)
+            raise RuntimeError("[NOT_IMPLEMENTED] sparkContext() is not implemented.")
+
+    assert start_task_workers(ConnectSession()) is None
+
+
 def test_sink_without_value_column_names_the_column(spark, fake, tmp_path):
     source = (spark.readStream.format("kafka-eos").option("kafka.bootstrap.servers", fake.bootstrap_servers)
               .option("subscribe", "in").load())

@@ -43,12 +43,13 @@ import logging
 from dataclasses import replace
 from typing import Callable, Mapping
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from connectors.spark.dataframe_writer import write_dataframe
 from connectors.spark.errors import KafkaEosOptionError, QueryCheckpointError
 from connectors.spark.options import parse_sink_options, state_dir_under
 from connectors.spark.query_checkpoint import read_query_checkpoint
+from connectors.spark.worker_warmup import start_task_workers
 from twophase.checkpoint_store import FileCheckpointStore
 
 log = logging.getLogger(__name__)
@@ -60,11 +61,14 @@ STATE_DIR_OPTION = "eos.stateDir"
 BatchTransform = Callable[[DataFrame, int], DataFrame]
 
 
-def exactly_once_foreach_batch(transform: BatchTransform | None = None, **options: str) -> Callable[[DataFrame, int], None]:
+def exactly_once_foreach_batch(transform: BatchTransform | None = None, *, warm_up_workers: bool = True,
+                               **options: str) -> Callable[[DataFrame, int], None]:
     """Wrap ``transform(batch_df, batch_id) -> DataFrame`` (Kafka sink columns: value, and
     optionally key, topic, partition, headers) into a foreachBatch function that writes its
     result to Kafka exactly once per batch id; without ``transform``, the batch is written as it
-    is. ``options`` are kafka-eos sink options, plus
+    is. With ``warm_up_workers`` (on a classic session), Spark's Python task workers are started
+    in the background now, with the sink's task modules imported, so that the first batch's write
+    tasks find them ready (``worker_warmup.py``). ``options`` are kafka-eos sink options, plus
     ``checkpointLocation``: the query's own (required on Spark Connect; see the module doc).
     ``eos.stateDir`` defaults to ``<checkpointLocation>/kafka-eos``; without checkpointLocation it
     is required (a folder of its own, e.g. inside the query's checkpoint)."""
@@ -87,6 +91,10 @@ def exactly_once_foreach_batch(transform: BatchTransform | None = None, **option
         if _get_option(write_options, internal) is not None:
             raise KafkaEosOptionError(f"{internal} is set by exactly_once_foreach_batch itself")
     sink = parse_sink_options({k.lower(): str(v) for k, v in write_options.items()}, streaming=False)
+    if warm_up_workers:
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            start_task_workers(active)
 
     def write_batch(batch_df: DataFrame, batch_id: int) -> None:
         query_id = bound_query_id(batch_df, checkpoint_location)

@@ -1,0 +1,49 @@
+"""Starts Spark's Python task workers, with the sink's task modules imported, while a query is
+still starting, so that its first batch's write tasks find them ready.
+
+Spark starts a task's Python worker only when the task starts: a worker daemon, then one forked
+worker per concurrent task, each importing pyarrow and the kit after the fork. With
+``spark.python.worker.reuse`` (Spark's default) a worker that ended a task waits for the next task
+of the same Python environment, so workers that ran a small job of this module just before the
+query's first batch are reused by its tasks (``bench/README.md`` has the measured effect).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+JOB_DESCRIPTION = "kafka-eos: start the Python task workers"
+
+
+def _import_task_modules(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    import connectors.spark.write_task  # noqa: F401  (what a write task imports first)
+
+    yield from batches
+
+
+def _run(spark: SparkSession, slots: int) -> None:
+    try:
+        spark.sparkContext.setJobDescription(JOB_DESCRIPTION)
+        spark.range(slots, numPartitions=slots).mapInArrow(_import_task_modules, "id long").collect()
+    except Exception as exc:  # only a head start: the query starts its workers itself anyway
+        log.info("starting the Python task workers ahead of the query failed: %r", exc)
+
+
+def start_task_workers(spark: SparkSession) -> threading.Thread | None:
+    """Run the warm-up job in the background on a classic session (a Spark Connect client has no
+    executors of its own to warm); returns its thread."""
+    try:
+        slots = spark.sparkContext.defaultParallelism
+    except Exception as exc:  # Spark Connect: no SparkContext on the client
+        log.debug("no SparkContext here (%r): the task workers start with the query", exc)
+        return None
+    thread = threading.Thread(target=_run, args=(spark, slots), name="kafka-eos-worker-warmup", daemon=True)
+    thread.start()
+    return thread
