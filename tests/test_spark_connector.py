@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -99,8 +100,9 @@ def test_streaming_copy_is_exactly_once_and_stores_each_batch(spark, fake, tmp_p
         assert (store / f"chk-{chk}" / "_committed").exists()
         metadata = json.loads((store / f"chk-{chk}" / "_metadata").read_text())
         committables = metadata["checkpoint"]["operator_states"]["kafka-sink"]
-        # The pool's id of the batch: {prefix}-{task}-{batch id % 2}.
-        assert committables and all(c["transactional_id"].endswith(f"-{chk % 2}") for c in committables)
+        # The pool's id of the batch: {prefix}-{task}-{batch id % 2}, with -t{task attempt id} for a retry.
+        assert committables and all(re.search(rf"-\d+-{chk % 2}(-t\d+)?$", c["transactional_id"])
+                                    for c in committables), [c["transactional_id"] for c in committables]
 
 
 def test_replayed_batch_that_was_committed_writes_nothing(spark, fake, tmp_path):

@@ -40,6 +40,7 @@ query could be taken over by another one.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import replace
 from typing import Callable, Mapping
 
@@ -47,8 +48,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from connectors.spark.dataframe_writer import write_dataframe
 from connectors.spark.errors import KafkaEosOptionError, QueryCheckpointError
-from connectors.spark.options import parse_sink_options, state_dir_under
+from connectors.spark.options import SinkOptions, parse_sink_options, state_dir_under
 from connectors.spark.query_checkpoint import read_query_checkpoint
+from connectors.spark.sink_preparation import check_guardrails
 from connectors.spark.worker_warmup import start_task_workers
 from twophase.checkpoint_store import FileCheckpointStore
 
@@ -61,14 +63,15 @@ STATE_DIR_OPTION = "eos.stateDir"
 BatchTransform = Callable[[DataFrame, int], DataFrame]
 
 
-def exactly_once_foreach_batch(transform: BatchTransform | None = None, *, warm_up_workers: bool = True,
+def exactly_once_foreach_batch(transform: BatchTransform | None = None, *, warm_up: bool = True,
                                **options: str) -> Callable[[DataFrame, int], None]:
     """Wrap ``transform(batch_df, batch_id) -> DataFrame`` (Kafka sink columns: value, and
     optionally key, topic, partition, headers) into a foreachBatch function that writes its
     result to Kafka exactly once per batch id; without ``transform``, the batch is written as it
-    is. With ``warm_up_workers`` (on a classic session), Spark's Python task workers are started
-    in the background now, with the sink's task modules imported, so that the first batch's write
-    tasks find them ready (``worker_warmup.py``). ``options`` are kafka-eos sink options, plus
+    is. With ``warm_up`` (on a classic session), what the first batch would otherwise wait for
+    starts now, in the background, while the query starts: Spark's Python task workers, with the
+    sink's task modules imported (``worker_warmup.py``), and the sink's broker checks
+    (``sink_preparation.check_guardrails``). ``options`` are kafka-eos sink options, plus
     ``checkpointLocation``: the query's own (required on Spark Connect; see the module doc).
     ``eos.stateDir`` defaults to ``<checkpointLocation>/kafka-eos``; without checkpointLocation it
     is required (a folder of its own, e.g. inside the query's checkpoint)."""
@@ -91,10 +94,12 @@ def exactly_once_foreach_batch(transform: BatchTransform | None = None, *, warm_
         if _get_option(write_options, internal) is not None:
             raise KafkaEosOptionError(f"{internal} is set by exactly_once_foreach_batch itself")
     sink = parse_sink_options({k.lower(): str(v) for k, v in write_options.items()}, streaming=False)
-    if warm_up_workers:
+    if warm_up:
         active = SparkSession.getActiveSession()
-        if active is not None:
-            start_task_workers(active)
+        # A Spark Connect client runs neither the tasks nor the function: nothing to start here.
+        if active is not None and start_task_workers(active) is not None:
+            threading.Thread(target=_check_guardrails_early, args=(sink,), name="kafka-eos-guardrails",
+                             daemon=True).start()
 
     def write_batch(batch_df: DataFrame, batch_id: int) -> None:
         query_id = bound_query_id(batch_df, checkpoint_location)
@@ -107,6 +112,13 @@ def exactly_once_foreach_batch(transform: BatchTransform | None = None, *, warm_
         write_dataframe(output, replace(sink, query_id=query_id), batch_id)
 
     return write_batch
+
+
+def _check_guardrails_early(sink: SinkOptions) -> None:
+    try:
+        check_guardrails(sink)
+    except Exception as exc:  # the first batch checks again, and fails there, naming the problem
+        log.info("the sink's broker checks ahead of the first batch failed (%r); the first batch makes them again", exc)
 
 
 def bound_query_id(batch_df: DataFrame, checkpoint_location: str | None) -> str:

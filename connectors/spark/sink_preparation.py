@@ -19,10 +19,9 @@ _guardrails_checked: set[tuple[object, ...]] = set()
 _guardrails_lock = threading.Lock()
 
 
-def prepare_sink(options: SinkOptions, schema: StructType) -> int:
-    """Returns the newest committed checkpoint id (-1 if none), which write tasks compare their
-    batch id against."""
-    check_sink_schema(schema, options.config.topic)
+def check_guardrails(options: SinkOptions) -> None:
+    """The broker checks of the sink (``guardrails.py``), once per process and configuration. A
+    call made while another runs them waits for its outcome; a failed check is made again."""
     config = options.config
     key = (config.bootstrap_servers, config.transactional_id_prefix, config.transaction_timeout_ms,
            config.checkpoint_timeout_ms + config.restart_budget_ms, tuple(sorted(config.client_config.items())))
@@ -30,6 +29,14 @@ def prepare_sink(options: SinkOptions, schema: StructType) -> int:
         if key not in _guardrails_checked:
             check_sink(config, clients_for(config.bootstrap_servers, config.client_config))
             _guardrails_checked.add(key)
+
+
+def prepare_sink(options: SinkOptions, schema: StructType) -> int:
+    """Returns the newest committed checkpoint id (-1 if none), which write tasks compare their
+    batch id against."""
+    check_sink_schema(schema, options.config.topic)
+    check_guardrails(options)
+    config = options.config
     if not config.exactly_once:
         return -1
     guard_sink_state(options)
