@@ -33,13 +33,15 @@ class _BatchDF:
         self.sparkSession = _Session(local_query_id, connect)
         #: The writes the helper made of this batch: (sink options, checkpoint id).
         self.saved: list[tuple[SinkOptions, int]] = []
+        self.first_writes: list[bool] = []
 
 
 @pytest.fixture(autouse=True)
 def recorded_writes(monkeypatch):
     """Records the write the helper makes instead of running it (no Spark session here)."""
-    def record(df: _BatchDF, options: SinkOptions, checkpoint_id: int) -> None:
+    def record(df: _BatchDF, options: SinkOptions, checkpoint_id: int, *, first_write: bool) -> None:
         df.saved.append((options, checkpoint_id))
+        df.first_writes.append(first_write)
 
     monkeypatch.setattr(foreach_batch, "write_dataframe", record)
 
@@ -58,6 +60,9 @@ def test_classic_session_binds_to_the_local_property_as_before(tmp_path):
     [(write, checkpoint_id)] = batch.saved
     assert write.query_id == "q-classic" and checkpoint_id == 0
     assert write.state_dir == str(tmp_path / "s") and not write.streaming
+    handler(batch, 1)
+    # Only the run's first write sweeps what a crashed run left open; later commits sweep after themselves.
+    assert batch.first_writes == [True, False]
 
 
 def test_connect_session_binds_to_the_query_of_the_checkpoint_location(tmp_path):

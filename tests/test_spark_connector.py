@@ -263,6 +263,37 @@ def test_foreach_batch_helper_ends_the_transactions_of_a_failed_batch(spark, fak
     assert_exactly_once(fake, values)
 
 
+def test_foreach_batch_helper_ends_a_crashed_runs_open_transactions_before_its_first_tasks(spark, fake, tmp_path,
+                                                                                           caplog):
+    # Open, a task's transaction of a run that died mid-batch would make the first tasks' InitProducerId
+    # of the same id wait for the brokers to abort it.
+    from connectors.kafka.transactional_ids import TransactionalIdPool
+    from connectors.kafka.writer import KafkaTransactionWriter
+    from connectors.spark.foreach_batch import exactly_once_foreach_batch
+    from connectors.spark.options import parse_sink_options
+
+    values = load(fake, 300)
+    options = {"kafka.bootstrap.servers": fake.bootstrap_servers, "topic": "out",
+               "checkpointLocation": str(tmp_path / "chk"), "eos.transactionalIdPrefix": "fb-sweep"}
+    config = parse_sink_options({k.lower(): v for k, v in options.items()}, streaming=False).config
+    crashed = KafkaTransactionWriter(fake, config, TransactionalIdPool("fb-sweep").transactional_id(0, 1), 1)
+    crashed.write({"value": b"of the run that died", "partition": 0})
+    assert fake.txn_control().list_open_transactions("fb-sweep-")
+    source = (spark.readStream.format("kafka-eos").option("kafka.bootstrap.servers", fake.bootstrap_servers)
+              .option("subscribe", "in").option("startingOffsets", "earliest").load())
+    with caplog.at_level("INFO"):
+        query = (source.selectExpr("key", "value").writeStream
+                 .foreachBatch(exactly_once_foreach_batch(**options))
+                 .option("checkpointLocation", str(tmp_path / "chk")).start())
+        query.processAllAvailable()
+        query.stop()
+    lines = [r.getMessage() for r in caplog.records]
+    swept = next(i for i, line in enumerate(lines) if line.startswith("aborting lingering transaction fb-sweep-0-1"))
+    stored = next(i for i, line in enumerate(lines) if line.startswith("checkpoint 0 stored"))
+    assert swept < stored, "ended only after the first batch's tasks"
+    assert_exactly_once(fake, values)
+
+
 def test_task_workers_start_in_the_background(spark, caplog):
     from connectors.spark.worker_warmup import start_task_workers
 

@@ -53,13 +53,17 @@ def commit_message_of(raw: str) -> KafkaCommitMessage:
     return KafkaCommitMessage(**json.loads(raw))
 
 
-def write_dataframe(df: DataFrame, options: SinkOptions, checkpoint_id: int) -> CommitResult | None:
+def write_dataframe(df: DataFrame, options: SinkOptions, checkpoint_id: int, *,
+                    first_write: bool = False) -> CommitResult | None:
     """Write ``df`` as checkpoint ``checkpoint_id`` of the sink (a foreachBatch batch id, which
     Spark may replay: a replay of a stored checkpoint writes nothing) and commit it here. Returns
-    the commit's timings (None for a replay, or when the sink is not exactly-once)."""
+    the commit's timings (None for a replay, or when the sink is not exactly-once).
+
+    ``first_write``: the first write of this process's query run, before which the transactions a
+    crashed run left open are aborted (later writes find none: each commit sweeps after itself)."""
     options = replace(options, checkpoint_id=checkpoint_id)
     # Recovery first (a stored but unconfirmed checkpoint is committed), before any task writes.
-    committed_through = prepare_sink(options, df.schema)
+    committed_through = prepare_sink(options, df.schema, abort_lingering=first_write)
     task = _WriteTask(options, checkpoint_id, committed_through)
     try:
         rows = df.mapInArrow(task, _COMMIT_MESSAGE_SCHEMA).collect()

@@ -101,6 +101,8 @@ def exactly_once_foreach_batch(transform: BatchTransform | None = None, *, warm_
             threading.Thread(target=_check_guardrails_early, args=(sink,), name="kafka-eos-guardrails",
                              daemon=True).start()
 
+    written: list[int] = []
+
     def write_batch(batch_df: DataFrame, batch_id: int) -> None:
         query_id = bound_query_id(batch_df, checkpoint_location)
         latest = FileCheckpointStore(sink.state_dir, sink.retained_checkpoints, check_writable=False).latest()
@@ -109,7 +111,8 @@ def exactly_once_foreach_batch(transform: BatchTransform | None = None, *, warm_
             log.info("batch %d is already stored as checkpoint %d; its replay writes nothing",
                      batch_id, latest.checkpoint_id)
         output = batch_df if transform is None else transform(batch_df, batch_id)
-        write_dataframe(output, replace(sink, query_id=query_id), batch_id)
+        write_dataframe(output, replace(sink, query_id=query_id), batch_id, first_write=not written)
+        written.append(batch_id)
 
     return write_batch
 

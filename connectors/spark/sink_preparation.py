@@ -31,9 +31,11 @@ def check_guardrails(options: SinkOptions) -> None:
             _guardrails_checked.add(key)
 
 
-def prepare_sink(options: SinkOptions, schema: StructType) -> int:
+def prepare_sink(options: SinkOptions, schema: StructType, *, abort_lingering: bool = False) -> int:
     """Returns the newest committed checkpoint id (-1 if none), which write tasks compare their
-    batch id against."""
+    batch id against. ``abort_lingering`` also ends the open transactions a crashed run left
+    (after committing a stored checkpoint's), so that no task's InitProducerId waits for the
+    brokers to abort them; only where no task of this run can have written yet."""
     check_sink_schema(schema, options.config.topic)
     check_guardrails(options)
     config = options.config
@@ -43,7 +45,7 @@ def prepare_sink(options: SinkOptions, schema: StructType) -> int:
     protocol = SparkCommitProtocol(options)
     try:
         # Spark calls streamWriter() (so this) also in the process that commits or aborts a batch,
-        # after its tasks wrote: sweeping here would abort the batch's own transactions.
-        return protocol.recover(abort_lingering=False)
+        # after its tasks wrote: sweeping there would abort the batch's own transactions.
+        return protocol.recover(abort_lingering=abort_lingering)
     finally:
         protocol.close()
