@@ -52,7 +52,6 @@ from connectors.spark.options import SinkOptions, parse_sink_options, state_dir_
 from connectors.spark.query_checkpoint import read_query_checkpoint
 from connectors.spark.sink_preparation import check_guardrails
 from connectors.spark.worker_warmup import start_task_workers
-from twophase.checkpoint_store import FileCheckpointStore
 
 log = logging.getLogger(__name__)
 
@@ -101,18 +100,16 @@ def exactly_once_foreach_batch(transform: BatchTransform | None = None, *, warm_
             threading.Thread(target=_check_guardrails_early, args=(sink,), name="kafka-eos-guardrails",
                              daemon=True).start()
 
-    written: list[int] = []
+    # Until a write of this run succeeded, the next one sweeps what a crashed run left open.
+    first_write = True
 
     def write_batch(batch_df: DataFrame, batch_id: int) -> None:
+        nonlocal first_write
         query_id = bound_query_id(batch_df, checkpoint_location)
-        latest = FileCheckpointStore(sink.state_dir, sink.retained_checkpoints, check_writable=False).latest()
-        if latest is not None and batch_id <= latest.checkpoint_id:
-            # The writer still re-commits a stored but unconfirmed batch before anything else.
-            log.info("batch %d is already stored as checkpoint %d; its replay writes nothing",
-                     batch_id, latest.checkpoint_id)
         output = batch_df if transform is None else transform(batch_df, batch_id)
-        write_dataframe(output, replace(sink, query_id=query_id), batch_id, first_write=not written)
-        written.append(batch_id)
+        # A replay of a stored batch writes nothing; the commit recognises and logs it.
+        write_dataframe(output, replace(sink, query_id=query_id), batch_id, first_write=first_write)
+        first_write = False
 
     return write_batch
 
