@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 METADATA_FILE = "metadata"
 COMMIT_LOG = "commits"
+OFFSET_LOG = "offsets"
 
 
 @dataclass(frozen=True)

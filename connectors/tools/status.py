@@ -31,7 +31,8 @@ from connectors.kafka.source import from_offsets
 from connectors.kafka.transactional_ids import TransactionalIdPool
 from connectors.spark.errors import QueryCheckpointError
 from connectors.spark.options import state_dir_under
-from connectors.spark.query_checkpoint import read_query_checkpoint
+from connectors.spark.commit_protocol import SINK_PARTICIPANT
+from connectors.spark.query_checkpoint import OFFSET_LOG, read_query_checkpoint
 from connectors.tools.errors import StatusUnavailableError
 from twophase.checkpoint_statistics import CheckpointStatistics, retained_statistics
 from twophase.checkpoint_store import FileCheckpointStore
@@ -39,9 +40,6 @@ from twophase.errors import CorruptCheckpointError, UnsupportedStateLocationErro
 from twophase.state_storage import canonical_location, open_state_storage
 
 log = logging.getLogger(__name__)
-
-SINK_PARTICIPANT = "kafka-sink"
-OFFSET_LOG = "offsets"
 
 
 @dataclass(frozen=True)
