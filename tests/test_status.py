@@ -177,13 +177,18 @@ def test_status_is_right_after_a_crash_between_any_two_writes_and_after_the_rest
     assert seen == {"pending, transactions open", "pending, transactions committed", "not stored", "committed"}
 
 
+def crash_after_storing(query: Query, batch: int) -> None:
+    """The driver dies once ``batch`` is stored, before any of its transactions is committed."""
+    failpoints.enable(failpoints.AFTER_CHECKPOINT_STORED, "raise")
+    with pytest.raises(failpoints.FailpointCrash):
+        query.run_batch(batch)
+    failpoints.disable()
+
+
 def test_a_recovery_is_recorded_with_its_checkpoint(tmp_path):
     query = new_query(tmp_path, retained=3)
     query.run_batch(0)
-    failpoints.enable(failpoints.AFTER_CHECKPOINT_STORED, "raise")
-    with pytest.raises(failpoints.FailpointCrash):
-        query.run_batch(1)
-    failpoints.disable()
+    crash_after_storing(query, 1)
     crashed = query.status()
     assert crashed.pending.id == 1 and len(crashed.open_transactions) == 3
     query.run_batch(1)
@@ -195,10 +200,7 @@ def test_a_recovery_is_recorded_with_its_checkpoint(tmp_path):
 def test_a_lost_transaction_is_recorded_and_needs_attention(tmp_path):
     query = new_query(tmp_path, retained=3)
     query.run_batch(0)
-    failpoints.enable(failpoints.AFTER_CHECKPOINT_STORED, "raise")
-    with pytest.raises(failpoints.FailpointCrash):
-        query.run_batch(1)
-    failpoints.disable()
+    crash_after_storing(query, 1)
     taken = f"{query.options.config.transactional_id_prefix}-1-1"
     query.fake.producer(taken, {}).init_transactions(5)  # another producer fences batch 1's transaction
     with pytest.raises(Exception, match="cannot be committed"):
