@@ -52,13 +52,18 @@ def start_spark_job(*args: object, env: Mapping[str, str] | None = None, **kwarg
 def run_spark_job(*args: object, env: Mapping[str, str] | None = None,
                   **kwargs: object) -> subprocess.CompletedProcess[str]:
     """The job, run to its end (or its death)."""
-    job = start_spark_job(*args, env=env, **kwargs)
+    return wait_for_end(start_spark_job(*args, env=env, **kwargs))
+
+
+def wait_for_end(process: subprocess.Popen[str], timeout_s: float = 900) -> subprocess.CompletedProcess[str]:
+    """``process`` (started in a session of its own, with piped output) run to its end; after
+    ``timeout_s`` its whole process group is killed."""
     try:
-        stdout, stderr = job.communicate(timeout=900)
+        stdout, stderr = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
-        stdout, stderr = job.communicate()
-    return subprocess.CompletedProcess(job.args, job.returncode, stdout, stderr)
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 def kit_lines(stderr: str) -> list[str]:

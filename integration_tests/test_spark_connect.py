@@ -29,6 +29,7 @@ from typing import Iterator
 import pytest
 
 from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
+from spark_job import wait_for_end
 from twophase import failpoints
 from twophase.checkpoint_store import FileCheckpointStore
 
@@ -80,13 +81,7 @@ def start_client(url: str, bootstrap: str, source: str, sink: str, checkpoint: P
 
 
 def run_client(*args: object) -> subprocess.CompletedProcess[str]:
-    client = start_client(*args)  # type: ignore[arg-type]
-    try:
-        stdout, stderr = client.communicate(timeout=900)
-    except subprocess.TimeoutExpired:
-        os.killpg(client.pid, signal.SIGKILL)
-        stdout, stderr = client.communicate()
-    return subprocess.CompletedProcess(client.args, client.returncode, stdout, stderr)
+    return wait_for_end(start_client(*args))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("api", ["sink", "foreach-batch", "batch"])
