@@ -5,10 +5,16 @@
 1. ``KAFKA_BOOTSTRAP_SERVERS``: an already running cluster (nothing is started or stopped);
 2. a Docker engine that answers: an ``apache/kafka`` container (KRaft) through testcontainers
    (image overridable with ``KAFKA_EOS_IMAGE``);
-3. ``KAFKA_HOME``: a Kafka 4.x distribution, started by ``LocalKafkaBroker`` on loopback ports.
+3. ``KAFKA_HOME``: a Kafka 3.9/4.x distribution, started by ``LocalKafkaBroker`` on loopback ports;
+4. Maven Central: the official ``org.apache.kafka:kafka_2.13`` jars, resolved with ``mvn`` into the
+   kit's cache and started the same way (``KAFKA_EOS_KAFKA_VERSION``: ``4``, the default, for the
+   newest 4.x; ``3.9``; or an exact version).
 
-Without any of them every integration test is skipped, with a reason naming all three. The fake
+Without any of them every integration test is skipped, with a reason naming all of them. The fake
 cluster is never accepted here: these tests are the evidence that the fake is faithful.
+
+With ``KAFKA_EOS_REQUIRE_SERVERS=1`` (which ``.ci/run`` sets, and ``CI=true`` implies) an
+integration test that skips fails instead, naming the reason: in CI every server must be there.
 
 The other real servers are found or started the same way:
 
@@ -16,15 +22,15 @@ The other real servers are found or started the same way:
   ``KAFKA_EOS_SECURED_ADMIN_CONFIG`` (a properties file of librdkafka settings of a super user, e.g.
   ``security.protocol=SASL_SSL``, ``sasl.mechanism=SCRAM-SHA-512``, ``sasl.username``,
   ``sasl.password``, ``ssl.ca.location``; the tests create SCRAM-SHA-512 users and their ACLs with
-  it), else ``KAFKA_HOME`` started by ``SecuredKafkaBroker``;
+  it), else ``KAFKA_HOME`` or Maven Central started by ``SecuredKafkaBroker``;
 - ``spark_cluster``, a Spark standalone cluster: ``KAFKA_EOS_SPARK_MASTER`` (``spark://host:port``;
   its executors must run this checkout's Python, and tests that kill executors are skipped), else
   one started from the installed pyspark by ``SparkStandaloneCluster`` (two Workers, one core each).
 
 - ``kafka_cluster``, a cluster of 3 nodes (RF 3, ``min.insync.replicas=2``) for tests of broker
   restarts: ``KAFKA_EOS_CLUSTER_BOOTSTRAP_SERVERS`` (not started here, so tests that bounce nodes
-  skip), else three nodes started from ``KAFKA_HOME`` by ``LocalKafkaCluster``, which the tests
-  SIGKILL and restart by PID.
+  skip), else three nodes started from ``KAFKA_HOME`` (or Maven Central) by ``LocalKafkaCluster``,
+  which the tests SIGKILL and restart by PID.
 
 ``s3_bucket`` finds a real S3 server for the tests of the kit's state on object stores, through the
 variables the AWS SDKs read:
@@ -71,11 +77,37 @@ if str(_HERE.parent / "tests") not in sys.path:
     sys.path.append(str(_HERE.parent / "tests"))
 
 
+REQUIRE_SERVERS_ENV = "KAFKA_EOS_REQUIRE_SERVERS"
+
+
+def servers_required() -> bool:
+    """In CI every real server must be found or started: a skip is a failure."""
+    explicit = os.environ.get(REQUIRE_SERVERS_ENV, "").strip().lower()
+    if explicit:
+        return explicit not in ("0", "false", "no")
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def _is_integration(item: pytest.Item) -> bool:
+    return _HERE in Path(str(item.fspath)).resolve().parents
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # This hook sees the whole session's items, not only this directory's.
     for item in items:
-        if _HERE in Path(str(item.fspath)).resolve().parents:
+        if _is_integration(item):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    report: pytest.TestReport = yield
+    if report.skipped and _is_integration(item) and servers_required():
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = (f"an integration test skipped while {REQUIRE_SERVERS_ENV} (or CI) requires every server: "
+                           f"{reason}")
+    return report
 
 
 @pytest.fixture(scope="session")
@@ -191,23 +223,25 @@ def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredC
                              "KAFKA_EOS_SECURED_BOOTSTRAP_SERVERS")
         return
     kafka_home = os.environ.get("KAFKA_HOME", "").strip()
-    if not kafka_home:
-        pytest.skip("no secured Kafka: set KAFKA_EOS_SECURED_BOOTSTRAP_SERVERS and KAFKA_EOS_SECURED_ADMIN_CONFIG, "
-                    "or KAFKA_HOME (a Kafka distribution the tests start with SASL_SSL and ACLs)")
+    from kafka_testkit.kafka_distribution import from_environment
     from kafka_testkit.local_broker import LocalBrokerError
     from kafka_testkit.secured_broker import SecuredKafkaBroker
     from connectors.tools.broker import OWN_BROKER_TXN_CLEANUP_MS, TXN_CLEANUP_INTERVAL_KEY
+    from connectors.tools.errors import BrokerStartError
 
-    broker = SecuredKafkaBroker(kafka_home, tmp_path_factory.mktemp("secured-broker"), oauth_listener=True,
-                                tls_client_listener=shutil.which("openssl") is not None,
-                                extra_config={TXN_CLEANUP_INTERVAL_KEY: str(OWN_BROKER_TXN_CLEANUP_MS)})
     try:
+        distribution = from_environment(kafka_home)
+        broker = SecuredKafkaBroker(distribution, tmp_path_factory.mktemp("secured-broker"), oauth_listener=True,
+                                    tls_client_listener=shutil.which("openssl") is not None,
+                                    extra_config={TXN_CLEANUP_INTERVAL_KEY: str(OWN_BROKER_TXN_CLEANUP_MS)})
         bootstrap = broker.start()
-    except LocalBrokerError as exc:
-        pytest.skip(f"the secured broker of KAFKA_HOME={kafka_home} did not start: {str(exc).splitlines()[0]}")
+    except (LocalBrokerError, BrokerStartError) as exc:
+        pytest.skip("no secured Kafka: set KAFKA_EOS_SECURED_BOOTSTRAP_SERVERS and KAFKA_EOS_SECURED_ADMIN_CONFIG, or "
+                    "KAFKA_HOME, or have mvn and Java (Kafka from Maven Central), which the tests start with SASL_SSL "
+                    f"and ACLs. Tried: {str(exc).splitlines()[0]}")
     try:
         yield SecuredCluster(bootstrap, broker.admin_config, AclAdmin(bootstrap, broker.admin_config),
-                             f"SecuredKafkaBroker of KAFKA_HOME={kafka_home} (pid {broker.pid})",
+                             f"SecuredKafkaBroker of {distribution.description} (pid {broker.pid})",
                              broker.oauth_bootstrap_servers, broker.tls_bootstrap_servers,
                              broker.client_certificate if broker.tls_bootstrap_servers else None)
     finally:

@@ -1,9 +1,11 @@
 """A throwaway single-node Kafka (KRaft, broker and controller in one JVM) for tests and demos.
 
-``LocalKafkaBroker(kafka_home).start()`` formats fresh storage in a work directory, starts
-``bin/kafka-server-start.sh`` on two free loopback ports and returns the bootstrap address once an
-admin client sees the broker. ``stop()`` ends exactly the process it started (SIGTERM, then SIGKILL
-after a grace period). It needs a Kafka 4.x distribution (``KAFKA_HOME``) and Java on the PATH.
+``LocalKafkaBroker(distribution).start()`` formats fresh storage in a work directory, starts the
+broker on two free loopback ports and returns the bootstrap address once an admin client sees the
+broker. ``stop()`` ends exactly the process it started (SIGTERM, then SIGKILL after a grace
+period). The distribution (``kafka_testkit.kafka_distribution``) is an unpacked Kafka 3.9/4.x
+(``KAFKA_HOME``, also accepted as a plain path) or the official jars from Maven Central; either
+needs Java.
 
 Only loopback addresses are used: this broker has no authentication. ``secured_broker`` starts the
 same node with SASL_SSL, SCRAM users and an ACL authorizer.
@@ -31,6 +33,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from connectors.tools.errors import BrokerStartError
+from kafka_testkit.kafka_distribution import KafkaDistribution, KafkaDistributionError, MavenKafka, as_distribution
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +65,7 @@ class LocalKafkaBroker:
 
     def __init__(
         self,
-        kafka_home: str | os.PathLike[str],
+        kafka_home: str | os.PathLike[str] | KafkaDistribution,
         work_dir: str | os.PathLike[str] | None = None,
         *,
         extra_config: Mapping[str, str] | None = None,
@@ -70,7 +73,7 @@ class LocalKafkaBroker:
         start_timeout_s: float = 90.0,
         stop_grace_s: float = 20.0,
     ) -> None:
-        self.kafka_home = Path(kafka_home)
+        self.distribution = as_distribution(kafka_home)
         self._own_work_dir = work_dir is None
         self._work_dir_arg = Path(work_dir) if work_dir is not None else None
         self.work_dir: Path | None = None
@@ -98,9 +101,8 @@ class LocalKafkaBroker:
             self.stop()
             raise
         assert self._process is not None and self.bootstrap_servers is not None
-        log.info(
-            "local Kafka: ready at %s (pid %d)", self.bootstrap_servers, self._process.pid
-        )
+        log.info("local Kafka: %s ready at %s (pid %d)", self.distribution.description,
+                 self.bootstrap_servers, self._process.pid)
         return self.bootstrap_servers
 
     def stop(self) -> None:
@@ -151,6 +153,11 @@ class LocalKafkaBroker:
             process.wait(timeout=10)
 
     @property
+    def description(self) -> str:
+        """What runs, e.g. "Apache Kafka 4.1.0 from Maven Central" (the version once started)."""
+        return self.distribution.description
+
+    @property
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
 
@@ -190,10 +197,11 @@ class LocalKafkaBroker:
     def _spawn(self, props: Path, env: Mapping[str, str], work_dir: Path) -> None:
         assert self._log_file is not None
         with open(self._log_file, "ab") as out:
-            # kafka-server-start.sh exec's into java, so this PID is the broker JVM itself.
-            # A new session keeps a terminal's Ctrl-C from killing the broker behind stop()'s back.
+            # Either distribution's command is the broker JVM itself (kafka-server-start.sh exec's
+            # into java). A new session keeps a terminal's Ctrl-C from killing the broker behind
+            # stop()'s back.
             self._process = subprocess.Popen(
-                [str(self.kafka_home / "bin" / "kafka-server-start.sh"), str(props)],
+                self.distribution.server_command(props, self.heap_opts),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -205,13 +213,10 @@ class LocalKafkaBroker:
         atexit.register(self.stop)
 
     def _check_distribution(self) -> None:
-        for script in ("kafka-server-start.sh", "kafka-storage.sh"):
-            if not (self.kafka_home / "bin" / script).is_file():
-                raise LocalBrokerError(
-                    f"{self.kafka_home} is not a Kafka distribution: bin/{script} is missing"
-                )
-        if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-            raise LocalBrokerError("no Java runtime: neither 'java' on PATH nor JAVA_HOME is set")
+        try:
+            self.distribution.check()
+        except KafkaDistributionError as exc:
+            raise LocalBrokerError(str(exc)) from exc
 
     def _prepare_work_dir(self) -> Path:
         if self._work_dir_arg is None:
@@ -284,17 +289,11 @@ class LocalKafkaBroker:
         return props
 
     def _environment(self, work_dir: Path) -> dict[str, str]:
-        env = dict(os.environ)
-        env["KAFKA_HEAP_OPTS"] = self.heap_opts
-        # Kafka's own log4j files (server.log, controller.log, GC log) go to the work dir, not
-        # into KAFKA_HOME/logs, which may be shared or read-only.
-        env["LOG_DIR"] = str(work_dir / "applogs")
-        return env
+        return self.distribution.environment(os.environ, work_dir, self.heap_opts)
 
     def _format_storage(self, props: Path, env: Mapping[str, str]) -> None:
         assert self._log_file is not None
-        command = [
-            str(self.kafka_home / "bin" / "kafka-storage.sh"),
+        command = self.distribution.storage_command([
             "format",
             *self._quorum_format_arguments(),
             "--cluster-id",
@@ -302,10 +301,11 @@ class LocalKafkaBroker:
             "--config",
             str(props),
             *self._format_arguments(),
-        ]
+        ])
         with open(self._log_file, "ab") as out:
             # Passwords of SCRAM users given to the format command stay out of the log.
             shown = re.sub(r"password=[^,\]]*", "password=***", " ".join(command))
+            shown = re.sub(r" -cp \S+", " -cp <jars>", shown)
             out.write(f"$ {shown}\n".encode())
             out.flush()
             try:
@@ -375,3 +375,15 @@ class LocalKafkaBroker:
         return f"--- last {min(lines, len(text))} lines of {self._log_file} ---\n" + "\n".join(
             text[-lines:]
         )
+
+
+def maven_central_broker(version_spec: str | None, work_dir: str | os.PathLike[str] | None = None, *,
+                         extra_config: Mapping[str, str] | None = None) -> LocalKafkaBroker:
+    """A node of the official Kafka jars from Maven Central (``version_spec``, else
+    ``KAFKA_EOS_KAFKA_VERSION``, else the newest 4.x): the ``maven-central`` launcher of
+    ``kafka-eos demo`` and ``replay``."""
+    try:
+        distribution = MavenKafka(version_spec or None)
+    except KafkaDistributionError as exc:
+        raise LocalBrokerError(str(exc)) from exc
+    return LocalKafkaBroker(distribution, work_dir, extra_config=extra_config)

@@ -2,7 +2,7 @@
 restarts, as production runs Kafka: replication factor 3, ``min.insync.replicas=2``, and the
 transaction and offsets topics replicated 3 times with a minimum ISR of 2.
 
-``LocalKafkaCluster(kafka_home).start()`` formats each node's storage and starts the nodes the way
+``LocalKafkaCluster(distribution).start()`` formats each node's storage and starts the nodes the way
 ``LocalKafkaBroker`` starts one (each node is one, with its quorum and ports set here); ``kill(n)``
 SIGKILLs node ``n`` by PID, as a host that dies; ``revive(n)`` starts it again on the same ports
 with the same data; ``stop()`` ends every process it started, and only those.
@@ -12,7 +12,8 @@ downed node on a port inside that range can be given that very port as its own s
 self-connect), and the restarted node then cannot bind it until TIME-WAIT ends.
 
 ``find_cluster()`` takes an external cluster from ``KAFKA_EOS_CLUSTER_BOOTSTRAP_SERVERS`` (nothing
-started, nothing bounced: ``can_bounce`` is False), else starts one from ``KAFKA_HOME``.
+started, nothing bounced: ``can_bounce`` is False), else starts one from ``KAFKA_HOME``, else from
+the official jars on Maven Central (``KAFKA_EOS_KAFKA_VERSION``, default the newest 4.x).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from typing import Mapping
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from connectors.tools.errors import NoBrokerError
+from connectors.tools.errors import BrokerStartError, NoBrokerError
+from kafka_testkit.kafka_distribution import VERSION_ENV, KafkaDistribution, as_distribution, from_environment
 from kafka_testkit.local_broker import LocalBrokerError, LocalKafkaBroker, _cluster_id
 
 log = logging.getLogger(__name__)
@@ -79,7 +81,7 @@ class _ClusterNode(LocalKafkaBroker):
     """One node of ``LocalKafkaCluster``: a ``LocalKafkaBroker`` with fixed ports, a static quorum
     of the cluster's controllers, and the cluster's id."""
 
-    def __init__(self, kafka_home: Path, work_dir: Path, *, node_id: int, ports: tuple[int, int],
+    def __init__(self, kafka_home: KafkaDistribution, work_dir: Path, *, node_id: int, ports: tuple[int, int],
                  voters: str, cluster_id: str, extra_config: Mapping[str, str], heap_opts: str,
                  start_timeout_s: float) -> None:
         config = {**REPLICATION_CONFIG, "node.id": str(node_id), **extra_config}
@@ -154,10 +156,11 @@ class KafkaCluster:
 class LocalKafkaCluster:
     """Three local Kafka nodes (KRaft, combined roles) replicating every topic 3 times."""
 
-    def __init__(self, kafka_home: str | os.PathLike[str], work_dir: str | os.PathLike[str] | None = None, *,
+    def __init__(self, kafka_home: str | os.PathLike[str] | KafkaDistribution,
+                 work_dir: str | os.PathLike[str] | None = None, *,
                  extra_config: Mapping[str, str] | None = None, heap_opts: str = "-Xmx384m -Xms128m",
                  start_timeout_s: float = 120.0, seed: int | None = None) -> None:
-        self.kafka_home = Path(kafka_home)
+        self.distribution = as_distribution(kafka_home)
         self._own_work_dir = work_dir is None
         self.work_dir = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="kafka-eos-cluster-"))
         self.extra_config = dict(extra_config or {})
@@ -186,7 +189,7 @@ class LocalKafkaCluster:
         cluster_id = _cluster_id()
         for node_id, node_ports in ports.items():
             self.nodes[node_id] = _ClusterNode(
-                self.kafka_home, self.work_dir / f"node-{node_id}", node_id=node_id, ports=node_ports,
+                self.distribution, self.work_dir / f"node-{node_id}", node_id=node_id, ports=node_ports,
                 voters=voters, cluster_id=cluster_id, extra_config=self.extra_config,
                 heap_opts=self.heap_opts, start_timeout_s=self.start_timeout_s)
         try:
@@ -276,13 +279,13 @@ class LocalKafkaCluster:
 
 
 class NoClusterError(NoBrokerError):
-    """Neither an external cluster nor a Kafka distribution to start one from."""
+    """Neither an external cluster nor a Kafka distribution (KAFKA_HOME, Maven Central) to start one from."""
 
 
 def find_cluster(work_dir: str | os.PathLike[str] | None = None, *,
                  environ: Mapping[str, str] | None = None, heap_opts: str = "-Xmx384m -Xms128m") -> KafkaCluster:
     """An external cluster (``KAFKA_EOS_CLUSTER_BOOTSTRAP_SERVERS``), or one started from
-    ``KAFKA_HOME``. Raises NoClusterError saying what to set."""
+    ``KAFKA_HOME``, or from Maven Central. Raises NoClusterError saying what to set."""
     env = os.environ if environ is None else environ
     external = env.get(CLUSTER_ENV, "").strip()
     if external:
@@ -290,15 +293,13 @@ def find_cluster(work_dir: str | os.PathLike[str] | None = None, *,
                             skip_reason=f"the cluster of {CLUSTER_ENV} is not started here, so its nodes "
                                         "cannot be bounced")
     kafka_home = env.get("KAFKA_HOME", "").strip()
-    if not kafka_home:
-        raise NoClusterError(f"no 3-node Kafka cluster: set {CLUSTER_ENV} (a running cluster of 3+ brokers; "
-                             "tests that bounce nodes are skipped) or KAFKA_HOME (a Kafka 3.9/4.x distribution "
-                             "from which three local nodes are started)")
-    cluster = LocalKafkaCluster(kafka_home, work_dir, heap_opts=heap_opts)
     try:
+        distribution = from_environment(kafka_home, env.get(VERSION_ENV))
+        cluster = LocalKafkaCluster(distribution, work_dir, heap_opts=heap_opts)
         cluster.start()
-    except LocalBrokerError as exc:
-        raise NoClusterError(f"the 3-node cluster of KAFKA_HOME={kafka_home} did not start: "
-                             f"{str(exc).splitlines()[0]}") from exc
-    return KafkaCluster(cluster.bootstrap_servers, origin=f"LocalKafkaCluster of KAFKA_HOME={kafka_home}",
-                        local=cluster)
+    except BrokerStartError as exc:
+        raise NoClusterError(f"no 3-node Kafka cluster: set {CLUSTER_ENV} (a running cluster of 3+ brokers; tests "
+                             "that bounce nodes are skipped), or KAFKA_HOME (a Kafka 3.9/4.x distribution), or have "
+                             f"mvn and Java for Kafka from Maven Central. Tried: {str(exc).splitlines()[0]}") from exc
+    return KafkaCluster(cluster.bootstrap_servers,
+                        origin=f"LocalKafkaCluster of {distribution.description} on 127.0.0.1", local=cluster)

@@ -63,6 +63,7 @@ def no_broker_anywhere(monkeypatch):
     for name in ("KAFKA_BOOTSTRAP_SERVERS", "KAFKA_HOME"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(broker_module, "_docker_answers", lambda: False)
+    monkeypatch.setenv(broker_module.KAFKA_VERSION_ENV, "off")
 
 
 def the_report(reports_dir):
@@ -152,9 +153,11 @@ def test_demo_that_requires_a_broker_says_exactly_what_to_provide(capsys, monkey
     no_broker_anywhere(monkeypatch)
     code, _, err = run(capsys, "demo", "--require-broker", "--reports-dir", str(tmp_path))
     assert code == 2
-    for what in ("KAFKA_BOOTSTRAP_SERVERS=host:port", "Docker engine", "KAFKA_HOME=<path>", "Kafka 4.x"):
+    for what in ("KAFKA_BOOTSTRAP_SERVERS=host:port", "Docker engine", "KAFKA_HOME=<path>", "Kafka 3.9/4.x",
+                 "mvn and Java", "Maven Central"):
         assert what in err
-    assert "no Docker engine answered; KAFKA_HOME is not set" in err
+    assert "no Docker engine answered; KAFKA_HOME is not set; Kafka from Maven Central did not start: " in err
+    assert "KAFKA_EOS_KAFKA_VERSION=off" in err
     assert not any(tmp_path.glob("*/report.json"))
 
 

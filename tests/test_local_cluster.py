@@ -7,6 +7,7 @@ import socket
 import pytest
 
 from connectors.tools.broker import NoBrokerError, cluster_broker
+from kafka_testkit.kafka_distribution import VERSION_ENV
 from kafka_testkit.local_cluster import (
     CLUSTER_ENV,
     PORT_RANGE,
@@ -56,6 +57,6 @@ def test_an_external_cluster_is_used_as_is_and_never_bounced():
 
 def test_no_cluster_names_both_ways_to_get_one():
     with pytest.raises(NoClusterError, match=f"{CLUSTER_ENV}.*KAFKA_HOME"):
-        find_cluster(environ={})
+        find_cluster(environ={VERSION_ENV: "off"})
     with pytest.raises(NoBrokerError, match="KAFKA_HOME"):
-        cluster_broker(environ={})
+        cluster_broker(environ={VERSION_ENV: "off"})

@@ -7,9 +7,12 @@
 2. ``KAFKA_BOOTSTRAP_SERVERS``: a running cluster; nothing is started or stopped;
 3. a Docker engine that answers: an ``apache/kafka`` container (KRaft, single node) started with
    testcontainers (image overridable with ``KAFKA_EOS_IMAGE``);
-4. ``KAFKA_HOME``: a Kafka 4.x distribution started on loopback ports by the launcher registered
-   under the entry-point group ``pyspark_kafka_eos.kafka_launchers`` (the kit's test kit registers
-   one).
+4. ``KAFKA_HOME``: a Kafka 3.9/4.x distribution started on loopback ports by the launcher
+   registered under the entry-point group ``pyspark_kafka_eos.kafka_launchers`` (the kit's test kit
+   registers one);
+5. Maven Central: the official ``org.apache.kafka:kafka_2.13`` jars, resolved with the user's
+   ``mvn`` into a cache and started the same way (``KAFKA_EOS_KAFKA_VERSION``: ``4``, the default,
+   for the newest 4.x; ``3.9``; an exact version; ``off`` to skip this step).
 
 When none is available it raises :class:`NoBrokerError` saying exactly what to provide.
 ``kafka-eos demo`` (and only it) then falls back to :func:`embedded_broker`, the kit's embedded
@@ -32,7 +35,7 @@ import re
 import socket
 import time
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from types import TracebackType
 from typing import Callable, Mapping, TypeVar
 
@@ -57,9 +60,10 @@ DEFAULT_IMAGE = "apache/kafka:4.0.0"
 #: The client scheme of the kit's embedded test cluster.
 _FAKE = "fake-kafka"
 #: Entry points that start a Kafka distribution on this machine: ``kafka-home`` is called with
-#: ``(kafka_home, work_dir, extra_config=...)`` and returns a launcher with ``start()`` (returning
-#: the bootstrap address), ``stop()``, ``pid`` and, optionally, ``restart(downtime_s=...)``; a start
-#: that fails raises ``BrokerStartError``.
+#: ``(kafka_home, work_dir, extra_config=...)``, ``maven-central`` with ``(version_spec, work_dir,
+#: extra_config=...)``; each returns a launcher with ``start()`` (returning the bootstrap address),
+#: ``stop()``, ``pid``, ``description`` and, optionally, ``restart(downtime_s=...)``; a start that
+#: fails raises ``BrokerStartError``.
 LAUNCHER_GROUP = "pyspark_kafka_eos.kafka_launchers"
 #: The broker aborts timed-out transactions only every this many ms (Kafka's default is 10 s).
 #: Brokers the tool starts check every second, so the transaction-timeout scenario is quick.
@@ -69,11 +73,14 @@ OWN_BROKER_TXN_CLEANUP_MS = 1000
 #: The label of every run on the kit's embedded test cluster: console, Markdown and JSON reports.
 SIMULATED_NOTICE = ("simulated Kafka (the kit's embedded test cluster): this shows the mechanism, "
                     "it is not evidence about a real broker")
+#: Chooses the Kafka version started from Maven Central (read by the launcher).
+KAFKA_VERSION_ENV = "KAFKA_EOS_KAFKA_VERSION"
 REAL_BROKER_HELP = (
     "To run against a real broker, provide one of: KAFKA_BOOTSTRAP_SERVERS=host:port (or --bootstrap "
     "host:port), a running Kafka 3.x/4.x cluster; a running Docker engine, in which testcontainers "
-    f"starts {DEFAULT_IMAGE}; KAFKA_HOME=<path>, an unpacked Apache Kafka 4.x distribution the kit "
-    "starts on 127.0.0.1."
+    f"starts {DEFAULT_IMAGE}; KAFKA_HOME=<path>, an unpacked Apache Kafka 3.9/4.x distribution the kit "
+    "starts on 127.0.0.1; or mvn and Java, with which the kit fetches the official Kafka jars from "
+    "Maven Central and starts them on 127.0.0.1."
 )
 #: Why the broker-restart scenario is skipped on the embedded cluster.
 EMBEDDED_NO_RESTART = ("needs a real broker: the embedded cluster is a file, with no broker process "
@@ -84,8 +91,11 @@ NO_BROKER_HELP = (
     "  - KAFKA_BOOTSTRAP_SERVERS=host:port   a running Kafka cluster (3.x/4.x, transactions enabled,\n"
     "                                        transaction state log replication factor <= brokers)\n"
     "  - a running Docker engine             testcontainers starts {image} (single-node KRaft)\n"
-    "  - KAFKA_HOME=<path>                   an unpacked Apache Kafka 4.x distribution, with Java on\n"
-    "                                        PATH; the kit starts it on 127.0.0.1\n"
+    "  - KAFKA_HOME=<path>                   an unpacked Apache Kafka 3.9/4.x distribution, with Java\n"
+    "                                        on PATH; the kit starts it on 127.0.0.1\n"
+    "  - mvn and Java on PATH                the kit fetches Apache Kafka from Maven Central (version:\n"
+    "                                        KAFKA_EOS_KAFKA_VERSION, default the newest 4.x) and\n"
+    "                                        starts it on 127.0.0.1\n"
     "Tried: {tried}"
 )
 
@@ -317,18 +327,24 @@ def _container_broker(image: str) -> Broker:
     )
 
 
-def _local_broker(kafka_home: str, work_dir: str | None) -> Broker:
-    launchers = entry_points(group=LAUNCHER_GROUP, name="kafka-home")
+def _launcher(name: str) -> EntryPoint:
+    launchers = entry_points(group=LAUNCHER_GROUP, name=name)
     if not launchers:
-        raise BrokerStartError(f"no launcher of a Kafka distribution is installed (entry point 'kafka-home' "
-                               f"of {LAUNCHER_GROUP})")
-    launcher = next(iter(launchers))
-    broker = launcher.load()(kafka_home, work_dir,
+        raise BrokerStartError(f"no launcher {name!r} is installed (entry point of {LAUNCHER_GROUP}; the kit's "
+                               "test kit provides it)")
+    return next(iter(launchers))
+
+
+def _started_broker(launcher: EntryPoint, source: str, work_dir: str | None) -> Broker:
+    """Start a broker with ``launcher`` (loaded from an entry point), called with ``source`` (a
+    ``KAFKA_HOME`` path or a version spec)."""
+    broker = launcher.load()(source, work_dir,
                              extra_config={TXN_CLEANUP_INTERVAL_KEY: str(OWN_BROKER_TXN_CLEANUP_MS)})
     bootstrap = broker.start()
     restart = getattr(broker, "restart", None)
+    description = getattr(broker, "description", launcher.value)
     return Broker(
-        bootstrap, f"Kafka at KAFKA_HOME={kafka_home} ({launcher.value}, pid {broker.pid})", owned=True,
+        bootstrap, f"{description}, started by the kit on {bootstrap} (pid {broker.pid})", owned=True,
         restart=(lambda downtime_s: restart(downtime_s=downtime_s)) if restart else None,
         restart_unavailable=None if restart else f"the launcher {launcher.value} cannot restart a broker",
         txn_cleanup_interval_ms=OWN_BROKER_TXN_CLEANUP_MS, _stop=broker.stop,
@@ -388,9 +404,15 @@ def find_broker(explicit: str | None = None, *, environ: Mapping[str, str] | Non
         tried.append("no Docker engine answered")
     if kafka_home:
         try:
-            return _local_broker(kafka_home, work_dir)
+            return _started_broker(_launcher("kafka-home"), kafka_home, work_dir)
         except BrokerStartError as exc:
             tried.append(f"KAFKA_HOME={kafka_home} did not start: {str(exc).splitlines()[0]}")
     else:
         tried.append("KAFKA_HOME is not set")
+    try:
+        # The launcher reads the version (and "off") from KAFKA_VERSION_ENV itself when given none.
+        return _started_broker(_launcher("maven-central"), env.get(KAFKA_VERSION_ENV, "").strip(), work_dir)
+    except BrokerStartError as exc:
+        log.warning("Kafka from Maven Central did not start: %s", str(exc).splitlines()[0])
+        tried.append(f"Kafka from Maven Central did not start: {str(exc).splitlines()[0]}")
     raise NoBrokerError(NO_BROKER_HELP.format(image=image, tried="; ".join(tried)))
