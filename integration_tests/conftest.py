@@ -37,10 +37,16 @@ variables the AWS SDKs read:
 
 - ``AWS_ENDPOINT_URL`` (an S3-compatible server: MinIO, Ceph RGW, ...) with ``AWS_ACCESS_KEY_ID``
   and ``AWS_SECRET_ACCESS_KEY``: the bucket ``kafka-eos-it`` there (created if missing), or
-- ``KAFKA_EOS_TEST_S3_BUCKET``: a bucket the credentials (any the SDKs find) can write, e.g. on AWS.
+- ``KAFKA_EOS_TEST_S3_BUCKET``: a bucket the credentials (any the SDKs find) can write, e.g. on AWS, or
+- ``KAFKA_EOS_S3_SERVER``: the path of a launcher script with the interface of ``run-s3.sh`` (Ceph's
+  radosgw from Debian packages, kept outside the repository: ``LAUNCHER PORT DATADIR``, prints
+  ``S3_READY URL ACCESS SECRET``, stops on SIGTERM). The session starts it on free loopback ports
+  with its data under pytest's tmp (``kafka_testkit.s3_server.S3Server``), points the ``AWS_*``
+  variables of this process (and so of the Spark jobs it starts) at it, and stops it by its PID at
+  the end. If it does not get ready, the tests skip with the launcher's last lines of output.
 
-Without either, those tests are skipped with that reason. Every test writes under a prefix of its
-own, which it deletes at the end.
+Without any of them, those tests are skipped with a reason naming all three. Every test writes under
+a prefix of its own, which it deletes at the end.
 """
 
 from __future__ import annotations
@@ -92,11 +98,73 @@ def _is_integration(item: pytest.Item) -> bool:
     return _HERE in Path(str(item.fspath)).resolve().parents
 
 
+#: ``ci`` (the default): the CI set below; ``all``: every integration test.
+SUITE_ENV = "KAFKA_EOS_INTEGRATION"
+#: The integration tests of a plain ``pytest`` run (README command 2, which CI runs): at least one
+#: real-server test of each case, within CI's 60-minute budget on 2 cores. Node ids relative to this
+#: folder; an entry ending in ``::`` or ``[...-`` takes every test it begins. ``KAFKA_EOS_INTEGRATION=all
+#: pytest`` runs the rest too, as does naming a test file or node id on the command line.
+CI_SET = (
+    # The client seam, and the fake cluster's conformance, on the real broker.
+    "test_kafka_clients.py::",
+    "test_real_kafka_conformance.py::",
+    # README command 1: Kafka from Maven Central, a driver kill, a broker restart, a lost transaction.
+    "test_demo_on_real_kafka.py::",
+    # A driver SIGKILL in each commit window, and executor task failures on a standalone cluster.
+    "test_exactly_once_spark.py::test_every_failpoint_has_a_scenario",
+    "test_exactly_once_spark.py::test_spark_job_killed_at_failpoint_and_restarted_is_exactly_once[local-",
+    "test_exactly_once_spark.py::test_spark_job_with_executor_task_failures_is_exactly_once[standalone-kafka-eos]",
+    "test_exactly_once_kafka.py::",
+    "test_driver_commit_fails.py::test_driver_commit_fails_while_the_jvm_lives_and_the_restart_is_exactly_once"
+    "[mid_commit-exit]",
+    # A rolling restart of a 3-node cluster.
+    "test_rolling_restarts.py::test_bounces_and_a_coordinator_killed_mid_commit_never_fail_the_query",
+    # State on S3, and the driver moving to another machine with it.
+    "test_state_on_s3.py::",
+    "test_driver_moves.py::test_driver_killed_and_restarted_on_another_machine_is_exactly_once[mid_commit]",
+    # Secured, least privilege.
+    "test_secured_cluster.py::test_secured_spark_job_killed_at_failpoint_and_restarted_is_exactly_once[mid_commit]",
+    "test_secured_cluster.py::test_a_missing_acl_fails_the_job_with_one_line_naming_it[transactional id WRITE]",
+    "test_secured_cluster.py::test_tls_client_certificates_from_the_same_options_for_both_client_libraries",
+    # Spark Connect.
+    "test_spark_connect.py::test_each_api_over_spark_connect_is_exactly_once[sink]",
+    "test_spark_connect.py::test_server_killed_then_query_resubmitted_from_its_checkpoint_is_exactly_once"
+    "[mid_commit-sink]",
+    # Spark's own Kafka source feeding the sink (Spark's connector jars from Maven Central).
+    "test_spark_kafka_source.py::test_spark_kafka_source_driver_killed_and_restarted_is_exactly_once[mid_commit]",
+    # kafka-eos status on a crashed, then finished query.
+    "test_status_on_real_kafka.py::",
+)
+
+
+def _suite() -> str:
+    value = os.environ.get(SUITE_ENV, "ci").strip().lower() or "ci"
+    if value not in ("ci", "all"):
+        raise pytest.UsageError(f"{SUITE_ENV}={value!r}: use ci (the CI set of integration tests, the default) or "
+                                "all (every integration test)")
+    return value
+
+
+def _in_ci_set(item: pytest.Item) -> bool:
+    node = f"{Path(str(item.fspath)).name}::{item.name}"
+    return any(node == entry or (entry.endswith(("::", "-")) and node.startswith(entry)) for entry in CI_SET)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # This hook sees the whole session's items, not only this directory's.
+    # This hook sees the whole session's items, not only this directory's. A run that names what
+    # to run (a file, a node id) gets just that; a plain run gets the CI set of integration tests.
+    every = _suite() == "all" or bool(config.option.file_or_dir)
+    kept, left_out = [], []
     for item in items:
         if _is_integration(item):
             item.add_marker(pytest.mark.integration)
+            if not every and not _in_ci_set(item):
+                left_out.append(item)
+                continue
+        kept.append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept
 
 
 @pytest.hookimpl(wrapper=True)
@@ -287,32 +355,58 @@ def spark_master(request: pytest.FixtureRequest) -> str | None:
 
 
 S3_BUCKET_ENV = "KAFKA_EOS_TEST_S3_BUCKET"
+S3_SERVER_ENV = "KAFKA_EOS_S3_SERVER"
 S3_DEFAULT_BUCKET = "kafka-eos-it"
 
 
 @pytest.fixture(scope="session")
-def s3_bucket() -> str:
+def s3_bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A bucket on a real S3 server: one the environment names, else one on a server that the
+    ``KAFKA_EOS_S3_SERVER`` launcher starts for this session (so CI needs no S3 account)."""
     bucket = os.environ.get(S3_BUCKET_ENV) or (S3_DEFAULT_BUCKET if os.environ.get("AWS_ENDPOINT_URL") else "")
-    if not bucket:
+    launcher = os.environ.get(S3_SERVER_ENV, "").strip()
+    if not bucket and not launcher:
         pytest.skip(f"no S3 server for the state-on-S3 tests: set AWS_ENDPOINT_URL (an S3-compatible server "
                     f"such as MinIO or Ceph RGW) with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
-                    f"{S3_BUCKET_ENV} (a bucket on AWS S3 that the credentials can write)")
+                    f"{S3_BUCKET_ENV} (a bucket on AWS S3 that the credentials can write), or "
+                    f"{S3_SERVER_ENV}=<path to a run-s3.sh-style launcher> (started for the session)")
     pytest.importorskip("boto3", reason="the state-on-S3 tests need boto3: pip install -e '.[s3]'")
+    import contextlib
+
     from botocore.exceptions import BotoCoreError, ClientError
 
     from twophase.conditional_create import s3_client
 
-    client = s3_client(os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"))
-    try:
-        client.head_bucket(Bucket=bucket)
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket", "NotFound"):
-            raise
-        client.create_bucket(Bucket=bucket)
-    except BotoCoreError as exc:
-        pytest.skip(f"the S3 server at {client.meta.endpoint_url} does not answer: {exc}")
-    log.info("state-on-S3 tests use s3://%s at %s", bucket, client.meta.endpoint_url)
-    return bucket
+    with contextlib.ExitStack() as session:
+        if not bucket:
+            from kafka_testkit.s3_server import S3Server, S3ServerError
+
+            server = S3Server(launcher, tmp_path_factory.mktemp("s3-server") / "data")
+            session.callback(server.stop)
+            try:
+                endpoint = server.start()
+            except S3ServerError as exc:
+                pytest.skip(f"the S3 server of {S3_SERVER_ENV} did not start: {exc}")
+            # Set for the session only (undone before the server stops): pyarrow, boto3 and the
+            # Spark jobs the tests start all read these.
+            environment = session.enter_context(pytest.MonkeyPatch.context())
+            for name, value in endpoint.client_environment().items():
+                if value is None:
+                    environment.delenv(name, raising=False)
+                else:
+                    environment.setenv(name, value)
+            bucket = S3_DEFAULT_BUCKET
+        client = s3_client(os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"))
+        try:
+            client.head_bucket(Bucket=bucket)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket", "NotFound"):
+                raise
+            client.create_bucket(Bucket=bucket)
+        except BotoCoreError as exc:
+            pytest.skip(f"the S3 server at {client.meta.endpoint_url} does not answer: {exc}")
+        log.info("state-on-S3 tests use s3://%s at %s", bucket, client.meta.endpoint_url)
+        yield bucket
 
 
 @pytest.fixture

@@ -351,17 +351,22 @@ def _started_broker(launcher: EntryPoint, source: str, work_dir: str | None) -> 
     )
 
 
-def cluster_broker(*, environ: Mapping[str, str] | None = None, work_dir: str | None = None) -> Broker:
+def cluster_broker(*, environ: Mapping[str, str] | None = None, work_dir: str | None = None,
+                   kafka_version: str | None = None) -> Broker:
     """A 3-node cluster from the ``kafka-cluster`` launcher of the entry-point group
     ``pyspark_kafka_eos.kafka_launchers`` (the test kit's): an external one from
     ``KAFKA_EOS_CLUSTER_BOOTSTRAP_SERVERS`` (not bounced), else three nodes started from
-    ``KAFKA_HOME``, which ``bounce`` restarts one at a time. NoBrokerError if neither."""
+    ``KAFKA_HOME`` or Maven Central (``kafka_version``, else ``KAFKA_EOS_KAFKA_VERSION``), which
+    ``bounce`` restarts one at a time. NoBrokerError if none."""
     launchers = entry_points(group=LAUNCHER_GROUP, name="kafka-cluster")
     if not launchers:
         raise NoBrokerError(f"no 3-node cluster launcher is installed (entry point 'kafka-cluster' of "
                             f"{LAUNCHER_GROUP})")
     # The launcher raises NoBrokerError itself, saying what to set.
-    cluster = next(iter(launchers)).load()(work_dir, environ=environ)
+    env = dict(os.environ if environ is None else environ)
+    if kafka_version:
+        env[KAFKA_VERSION_ENV] = kafka_version
+    cluster = next(iter(launchers)).load()(work_dir, environ=env)
     local = cluster.local
     if local is None:
         return Broker(cluster.bootstrap_servers, cluster.origin, owned=False,
@@ -377,7 +382,7 @@ def cluster_broker(*, environ: Mapping[str, str] | None = None, work_dir: str | 
 
 
 def find_broker(explicit: str | None = None, *, environ: Mapping[str, str] | None = None,
-                work_dir: str | None = None) -> Broker:
+                work_dir: str | None = None, kafka_version: str | None = None) -> Broker:
     """The first broker available, in the order of the module docstring; NoBrokerError if none."""
     env = os.environ if environ is None else environ
     if explicit:
@@ -411,7 +416,8 @@ def find_broker(explicit: str | None = None, *, environ: Mapping[str, str] | Non
         tried.append("KAFKA_HOME is not set")
     try:
         # The launcher reads the version (and "off") from KAFKA_VERSION_ENV itself when given none.
-        return _started_broker(_launcher("maven-central"), env.get(KAFKA_VERSION_ENV, "").strip(), work_dir)
+        version = kafka_version or env.get(KAFKA_VERSION_ENV, "").strip()
+        return _started_broker(_launcher("maven-central"), version, work_dir)
     except BrokerStartError as exc:
         log.warning("Kafka from Maven Central did not start: %s", str(exc).splitlines()[0])
         tried.append(f"Kafka from Maven Central did not start: {str(exc).splitlines()[0]}")

@@ -30,7 +30,14 @@ from rich.text import Text
 
 from connectors.kafka.client_factory import clients_for
 from connectors.kafka.errors import BrokerUnavailableError, KafkaConnectorError, UnknownTopicError
-from connectors.tools.broker import REAL_BROKER_HELP, SIMULATED_NOTICE, check_reachable, cluster_broker, find_broker
+from connectors.tools.broker import (
+    KAFKA_VERSION_ENV,
+    REAL_BROKER_HELP,
+    SIMULATED_NOTICE,
+    check_reachable,
+    cluster_broker,
+    find_broker,
+)
 from connectors.tools.errors import (
     BrokerUnreachableError,
     IdFieldError,
@@ -101,6 +108,14 @@ def _partitions(text: str) -> int:
     return _count(text, 1)
 
 
+def _kafka_version(text: str) -> str:
+    value = text.strip()
+    if not value or not all(part.isdigit() for part in value.split(".")) or value.count(".") > 2:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Kafka version: use 4 (the newest 4.x), 3.9 (the newest "
+                                         "3.9.x) or an exact one such as 4.1.0")
+    return value
+
+
 def _rate(text: str) -> float:
     try:
         value = float(text)
@@ -120,6 +135,12 @@ def _add_id_options(parser: argparse.ArgumentParser) -> None:
                         help="where an output record's id is, if not where the input's is")
     parser.add_argument("--check-order", action="store_true",
                         help="also report per-partition order violations (for pipelines that keep order)")
+
+
+def _add_kafka_version(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kafka-version", type=_kafka_version, default=None, metavar="VERSION",
+                        help=f"the Kafka the kit starts from Maven Central when it finds no broker: 4 (the newest "
+                             f"4.x), 3.9, or an exact version; default: ${KAFKA_VERSION_ENV}, else 4")
 
 
 def _add_job_options(parser: argparse.ArgumentParser, kills: int) -> None:
@@ -179,10 +200,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = commands.add_parser("replay", help="run a job under injected faults, restart it, verify each scenario")
     r.add_argument("--bootstrap", default=None,
-                   help="Kafka bootstrap servers; default: KAFKA_BOOTSTRAP_SERVERS, Docker, or KAFKA_HOME")
+                   help="Kafka bootstrap servers; default: KAFKA_BOOTSTRAP_SERVERS, Docker, KAFKA_HOME, or Kafka "
+                        "from Maven Central")
     r.add_argument("--cluster", action="store_true",
                    help="run against a 3-node cluster: KAFKA_EOS_CLUSTER_BOOTSTRAP_SERVERS, or three nodes started "
-                        "from KAFKA_HOME (which scenario rolling_restart bounces one at a time)")
+                        "from KAFKA_HOME or Maven Central (which scenario rolling_restart bounces one at a time)")
+    _add_kafka_version(r)
     r.add_argument("--input", required=True, help="input topic (created and loaded with --load)")
     r.add_argument("--load", type=_positive_int, default=None, metavar="N",
                    help="first load N records with unique ids into --input")
@@ -234,12 +257,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = commands.add_parser("demo", help="find or start a broker, load, replay a few faults, verify, report")
     d.add_argument("--bootstrap", default=None,
-                   help="Kafka bootstrap servers; default: KAFKA_BOOTSTRAP_SERVERS, Docker, or KAFKA_HOME")
+                   help="Kafka bootstrap servers; default: KAFKA_BOOTSTRAP_SERVERS, Docker, KAFKA_HOME, or Kafka "
+                        "from Maven Central")
     d.add_argument("--records", type=_positive_int, default=20_000, help="input records (default: 20000)")
     d.add_argument("--partitions", type=_partitions, default=3)
     d.add_argument("--require-broker", action="store_true",
                    help="exit with status 2 when no broker is found, instead of running on the kit's "
                         "embedded test cluster (simulated Kafka)")
+    _add_kafka_version(d)
     # One kill: each one costs the Spark example a restart, and one shows the recovery.
     _add_job_options(d, kills=1)
     return parser
@@ -349,7 +374,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     work_dir.mkdir(parents=True, exist_ok=True)
     if args.cluster and args.bootstrap:
         raise UsageError("--cluster and --bootstrap exclude each other: --cluster finds or starts a 3-node cluster")
-    with (cluster_broker(work_dir=str(work_dir / "cluster")) if args.cluster else find_broker(args.bootstrap)) as broker:
+    with (cluster_broker(work_dir=str(work_dir / "cluster"), kafka_version=args.kafka_version) if args.cluster
+          else find_broker(args.bootstrap, kafka_version=args.kafka_version)) as broker:
         if broker.simulated:
             _print_simulated_notice(REAL_BROKER_HELP)
         err.print(f"Kafka: {broker.origin} at {broker.bootstrap_servers}", highlight=False)
@@ -513,7 +539,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         scenarios=args.scenarios or list(DEMO_SCENARIOS), seed=args.seed, reports_dir=args.reports_dir,
         work_dir=args.reports_dir / "work", checkpoint_interval=args.checkpoint_interval,
         batch_records=args.batch_records, kills=args.kills,
-        run_timeout_s=args.run_timeout, require_broker=args.require_broker,
+        run_timeout_s=args.run_timeout, require_broker=args.require_broker, kafka_version=args.kafka_version,
     )
     found = demo_broker(options)
     if found.broker.simulated:

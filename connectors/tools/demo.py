@@ -49,6 +49,8 @@ class DemoOptions:
     run_timeout_s: float = 600.0
     #: Exit with NoBrokerError instead of falling back to the embedded cluster.
     require_broker: bool = False
+    #: The Kafka started from Maven Central when no other broker is found (None: the environment's).
+    kafka_version: str | None = None
     run_id: str = field(default_factory=lambda: time.strftime("%Y%m%d-%H%M%S"))
 
 
@@ -62,9 +64,9 @@ class DemoBroker:
 def demo_broker(options: DemoOptions) -> DemoBroker:
     """The broker of :func:`find_broker`; without one, the embedded cluster (in the demo's work
     directory), unless ``options.require_broker``, which lets NoBrokerError through."""
-    log.info("looking for a Kafka broker (KAFKA_BOOTSTRAP_SERVERS, Docker, KAFKA_HOME)")
+    log.info("looking for a Kafka broker (KAFKA_BOOTSTRAP_SERVERS, Docker, KAFKA_HOME, Maven Central)")
     try:
-        return DemoBroker(find_broker(options.bootstrap))
+        return DemoBroker(find_broker(options.bootstrap, kafka_version=options.kafka_version))
     except NoBrokerError as exc:
         if options.require_broker:
             raise
@@ -90,7 +92,8 @@ def run_demo(options: DemoOptions, found: DemoBroker, *, progress: ProgressCallb
     run_id = _run_id(options)
     options.work_dir.mkdir(parents=True, exist_ok=True)
     with found.broker as broker:
-        event(f"using {broker.origin} at {broker.bootstrap_servers}")
+        where = "" if broker.bootstrap_servers in broker.origin else f" at {broker.bootstrap_servers}"
+        event(f"broker: {broker.origin}{where}")
         check_reachable(broker.bootstrap_servers)
         clients = clients_for(broker.bootstrap_servers)
         input_topic = f"eos-demo-{run_id}-in"
