@@ -279,3 +279,59 @@ def test_the_console_script_is_installed():
     assert result.returncode == 0
     for command in ("verify", "load", "replay", "demo"):
         assert command in result.stdout
+
+
+class _FakeLaunched:
+    """What a launcher entry point returns: a broker with start/stop/pid/description."""
+
+    started: list[tuple[str, str | None]] = []
+
+    def __init__(self, source, work_dir, *, extra_config):
+        self.source, self.stopped = source, False
+        self.description = f"Apache Kafka {source or '4.9.9'} from Maven Central"
+
+    def start(self):
+        _FakeLaunched.started.append(self.source)
+        return "127.0.0.1:19092"
+
+    def stop(self):
+        self.stopped = True
+
+    pid = 4242
+
+
+class _FakeEntryPoint:
+    value = "tests:_FakeLaunched"
+
+    def load(self):
+        return _FakeLaunched
+
+
+def test_without_any_other_broker_kafka_comes_from_maven_central_and_is_named(monkeypatch):
+    no_broker_anywhere(monkeypatch)
+    monkeypatch.delenv(broker_module.KAFKA_VERSION_ENV)
+    launched = []
+    monkeypatch.setattr(broker_module, "_launcher", lambda name: launched.append(name) or _FakeEntryPoint())
+    _FakeLaunched.started = []
+    found = broker_module.find_broker(kafka_version="3.9")
+    assert launched == ["maven-central"] and _FakeLaunched.started == ["3.9"]
+    assert found.origin == "Apache Kafka 3.9 from Maven Central, started by the kit on 127.0.0.1:19092 (pid 4242)"
+    assert found.owned and found.bootstrap_servers == "127.0.0.1:19092"
+
+
+def test_kafka_home_comes_before_maven_central(monkeypatch, tmp_path):
+    no_broker_anywhere(monkeypatch)
+    monkeypatch.setenv("KAFKA_HOME", str(tmp_path))
+    launched = []
+    monkeypatch.setattr(broker_module, "_launcher", lambda name: launched.append(name) or _FakeEntryPoint())
+    broker_module.find_broker()
+    assert launched == ["kafka-home"]
+
+
+@pytest.mark.parametrize("version", ["latest", "4.x", "4.1.0.1", ""])
+def test_a_bad_kafka_version_is_one_line_naming_the_option(capsys, version):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["demo", "--kafka-version", version])
+    assert exit_info.value.code == 2
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert "--kafka-version" in line and "4 (the newest 4.x), 3.9" in line
