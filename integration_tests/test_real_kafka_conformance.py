@@ -1,0 +1,24 @@
+"""The Kafka conformance checks (tests/kafka_conformance.py) against a real Kafka broker.
+
+(Named apart from tests/test_kafka_conformance.py: tests/ and integration_tests/ are not packages,
+so pytest imports both by basename and two equal basenames clash in one session.)
+
+tests/test_kafka_conformance.py runs the same checks against the kit's fake cluster; together
+they are the evidence that the fake behaves like Kafka on every fact the protocol relies on.
+integration_tests/conftest.py puts tests/ on sys.path (and never accepts the fake here).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pytest
+
+from connectors.kafka.clients import KafkaClients
+from kafka_conformance import CHECKS, ConformanceCheck, check_id
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=check_id)
+def test_real_kafka_conforms(check: ConformanceCheck, kafka_clients: KafkaClients,
+                             unique_name: Callable[[str], str]) -> None:
+    check(kafka_clients, unique_name)
