@@ -55,6 +55,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import sys
 import uuid
 from dataclasses import dataclass
@@ -84,6 +85,17 @@ if str(_HERE.parent / "tests") not in sys.path:
 
 
 REQUIRE_SERVERS_ENV = "KAFKA_EOS_REQUIRE_SERVERS"
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A run ended with SIGTERM (a CI timeout, a Ctrl-C'd wrapper) tears down its fixtures as on
+    # Ctrl-C, so the brokers, clusters and S3 server they started are stopped by PID; by default
+    # SIGTERM ends Python without running them, and those servers would outlive the run.
+    signal.signal(signal.SIGTERM, _interrupt)
 
 
 def servers_required() -> bool:
