@@ -5,15 +5,23 @@ the integration tests read): comma-separated jar paths or directories (every ``*
 The connector needs four jars: ``spark-sql-kafka-0-10``, its token provider ``spark-token-provider-
 kafka-0-10``, ``kafka-clients`` and ``commons-pool2``. When any is missing, the runs on Spark's
 connector are skipped, and the reason names what was looked at and what is missing.
+
+When neither is given, the official artifacts are resolved from Maven Central with the user's
+``mvn`` (``kafka_testkit.spark_kafka_connector``: the installed pyspark's version, else the nearest
+one served), and ``source`` names the version used, so that the bench's report says which connector
+its numbers are of. When that fails too, the runs are skipped with what was tried.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from kafka_testkit.maven_artifacts import MavenUnavailableError
+from kafka_testkit.spark_kafka_connector import SparkKafkaConnector, resolve_connector
 
 ENV_VAR = "KAFKA_EOS_SPARK_KAFKA_JARS"
 OPTION = "--spark-kafka-jars"
@@ -49,17 +57,28 @@ def _expand(entry: str) -> tuple[list[Path], str | None]:
     return [], f"{path} does not exist"
 
 
-def resolve(option: str | None, environ: Mapping[str, str] | None = None) -> SparkKafkaJars:
-    """The connector's jars from ``option`` (``--spark-kafka-jars``), else ``ENV_VAR``."""
+def from_maven(resolver: Callable[[], SparkKafkaConnector] | None = None) -> SparkKafkaJars:
+    """The connector from Maven Central (``resolver``, default :func:`resolve_connector`, looked up
+    when called so that tests can replace it); ``source`` names its version."""
+    try:
+        connector = (resolver or resolve_connector)()
+    except MavenUnavailableError as exc:
+        return SparkKafkaJars((), "Maven Central", f"Spark's own Kafka connector is not on PyPI, neither {OPTION} "
+                                                   f"nor {ENV_VAR} is given, and Maven Central gave none: {exc}")
+    return SparkKafkaJars(connector.jars, connector.description)
+
+
+def resolve(option: str | None, environ: Mapping[str, str] | None = None,
+            resolver: Callable[[], SparkKafkaConnector] | None = None) -> SparkKafkaJars:
+    """The connector's jars from ``option`` (``--spark-kafka-jars``), else ``ENV_VAR``, else Maven
+    Central (``resolver``)."""
     environ = os.environ if environ is None else environ
     if option:
         value, source = option, OPTION
     elif environ.get(ENV_VAR, "").strip():
         value, source = environ[ENV_VAR], ENV_VAR
     else:
-        return SparkKafkaJars((), "", f"Spark's own Kafka connector is not on PyPI: give its jars with {OPTION} "
-                                      f"or {ENV_VAR} (comma-separated jars or a directory holding "
-                                      f"{', '.join(REQUIRED)})")
+        return from_maven(resolver)
     jars: list[Path] = []
     problems: list[str] = []
     for entry in (part.strip() for part in value.split(",")):
