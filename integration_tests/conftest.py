@@ -226,6 +226,35 @@ def kafka_clients(kafka_bootstrap: str) -> KafkaClients:
     return clients_for(kafka_bootstrap)
 
 
+KAFKA39_ENV = "KAFKA_EOS_KAFKA39_BOOTSTRAP_SERVERS"
+
+
+@pytest.fixture(scope="session")
+def kafka39_clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClients]:
+    """Clients of a Kafka 3.9 broker, the last line before 4.0 (classic transactions, ZooKeeper's
+    last release): ``KAFKA_EOS_KAFKA39_BOOTSTRAP_SERVERS``, else the newest 3.9.x from Maven Central,
+    started here."""
+    external = os.environ.get(KAFKA39_ENV, "").strip()
+    if external:
+        yield clients_for(external)
+        return
+    from connectors.tools.errors import BrokerStartError
+    from kafka_testkit.kafka_distribution import MavenKafka
+    from kafka_testkit.local_broker import LocalKafkaBroker
+
+    try:
+        broker = LocalKafkaBroker(MavenKafka("3.9"), tmp_path_factory.mktemp("kafka39"))
+        bootstrap = broker.start()
+    except BrokerStartError as exc:
+        pytest.skip(f"no Kafka 3.9: set {KAFKA39_ENV}, or have mvn and Java for Kafka 3.9 from Maven Central. "
+                    f"Tried: {str(exc).splitlines()[0]}")
+    log.info("Kafka 3.9 tests run against %s at %s", broker.description, bootstrap)
+    try:
+        yield clients_for(bootstrap)
+    finally:
+        broker.stop()
+
+
 @pytest.fixture
 def unique_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
     """Names (topics, transactional ids) unique to this test and call:
