@@ -13,24 +13,20 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
-from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
+from kafka_conformance import (
+    create_topic,
+    end_txn,
+    read_visible,
+    transactional_ids,
+    wait_for_end_offset,
+)
 
-from connectors.kafka.clients import (
-    ConsumedRecord,
-    KafkaClients,
-    ProducerIdentity,
-    TopicPartition,
-    TransactionControl,
-)
-from connectors.kafka.errors import (
-    RecordTooLargeError,
-    RetriableKafkaError,
-)
+from connectors.kafka.clients import KafkaClients, ProducerIdentity
+from connectors.kafka.errors import RecordTooLargeError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TXN_TIMEOUT_MS = "60000"
@@ -74,77 +70,12 @@ def open_txn_in_child(
     return ProducerIdentity(identity["producer_id"], identity["producer_epoch"])
 
 
-@retry(
-    retry=retry_if_exception_type(RetriableKafkaError),
-    stop=stop_after_delay(30),
-    wait=wait_exponential(multiplier=0.02, max=0.5),
-    reraise=True,
-)
-def end_txn(
-    control: TransactionControl, transactional_id: str, identity: ProducerIdentity, commit: bool
-) -> None:
-    """EndTxn as the sink sends it: retriable errors (CONCURRENT_TRANSACTIONS while the previous
-    EndTxn's markers are still being written, coordinator moves) are retried by the caller."""
-    control.end_transaction(transactional_id, identity, commit)
-
-
-def wait_for_end_offset(
-    clients: KafkaClients, tp: TopicPartition, expected: int, read_committed: bool = True
-) -> None:
-    """EndTxn returns once the decision is logged; the markers, and with them the LSO, follow a
-    moment later."""
-    deadline = time.monotonic() + 30
-    while (current := end_offset(clients, tp, read_committed)) != expected:
-        assert time.monotonic() < deadline, f"{tp} end offset stuck at {current}, not {expected}"
-        time.sleep(0.05)
-
-
-def create_topic(clients: KafkaClients, name: str, partitions: int = 1) -> TopicPartition:
-    admin = clients.admin()
-    try:
-        admin.create_topic(name, partitions)
-    finally:
-        admin.close()
-    return TopicPartition(name, 0)
-
-
-def end_offset(clients: KafkaClients, tp: TopicPartition, read_committed: bool) -> int:
-    admin = clients.admin()
-    try:
-        return admin.list_offsets([tp], "latest", read_committed=read_committed)[tp]
-    finally:
-        admin.close()
-
-
-def read_visible(
-    clients: KafkaClients, tp: TopicPartition, read_committed: bool = True
-) -> list[ConsumedRecord]:
-    """Every record the isolation level can see, from offset 0 to its end (LSO or HW)."""
-    end = end_offset(clients, tp, read_committed)
-    reader = clients.reader(read_committed=read_committed)
-    try:
-        return list(reader.read({tp: (0, end)}))
-    finally:
-        reader.close()
-
-
 @pytest.fixture
 def txn_prefix(kafka_clients: KafkaClients, unique_name: Callable[[str], str]) -> Iterator[str]:
     """A transactional id prefix for this test; whatever it leaves open is aborted afterwards, so
     no read_committed consumer of a later test stalls on it."""
-    prefix = unique_name("txn") + "-"
-    yield prefix
-    control = kafka_clients.txn_control()
-    try:
-        for txn in control.list_open_transactions(prefix):
-            end_txn(
-                control,
-                txn.transactional_id,
-                ProducerIdentity(txn.producer_id, txn.producer_epoch),
-                commit=False,
-            )
-    finally:
-        control.close()
+    with transactional_ids(kafka_clients, unique_name) as prefix:
+        yield prefix
 
 
 # -- a transaction outlives its process ---------------------------------------------------------

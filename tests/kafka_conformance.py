@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence, TypeVar
 
 import pytest
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from connectors.kafka.clients import (
     ConsumedRecord,
@@ -72,14 +73,8 @@ def retrying(call: Callable[[], T]) -> T:
     """``call()``, again while it raises a RetriableKafkaError: the seam hands transient conditions
     (a partition leader not yet known to every broker just after CreateTopics, CONCURRENT_TRANSACTIONS
     while markers are written) to its callers, which retry them, as the source and the sink do."""
-    deadline = time.monotonic() + _FAILURE_BOUND_S
-    while True:
-        try:
-            return call()
-        except RetriableKafkaError:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.05)
+    return Retrying(retry=retry_if_exception_type(RetriableKafkaError), stop=stop_after_delay(_FAILURE_BOUND_S),
+                    wait=wait_exponential(multiplier=0.02, max=0.5), reraise=True)(call)
 
 
 def list_offsets(clients: KafkaClients, partitions: Sequence[TopicPartition], spec: OffsetSpec,
