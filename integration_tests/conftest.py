@@ -122,6 +122,8 @@ CI_SET = (
     "test_real_kafka_conformance.py::",
     # README command 1: Kafka from Maven Central, a driver kill, a broker restart, a lost transaction.
     "test_demo_on_real_kafka.py::",
+    # The README's quick-start scripts, each as a user runs it.
+    "test_quickstart_on_real_kafka.py::",
     # A driver SIGKILL in each commit window, and executor task failures on a standalone cluster.
     "test_exactly_once_spark.py::test_every_failpoint_has_a_scenario",
     "test_exactly_once_spark.py::test_spark_job_killed_at_failpoint_and_restarted_is_exactly_once[local-",
@@ -355,6 +357,71 @@ def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredC
                              broker.client_certificate if broker.tls_bootstrap_servers else None)
     finally:
         broker.stop()
+
+
+# -- Spark's own Kafka connector ------------------------------------------------------------------
+
+JARS_ENV = "KAFKA_EOS_SPARK_KAFKA_JARS"
+
+
+def resolve_jars(value: str) -> list[str]:
+    """``KAFKA_EOS_SPARK_KAFKA_JARS``: comma-separated jar paths, or directories of jars."""
+    jars: list[str] = []
+    for item in (part.strip() for part in value.split(",")):
+        if not item:
+            continue
+        path = Path(item)
+        if path.is_dir():
+            jars += sorted(str(p) for p in path.glob("*.jar"))
+        elif path.is_file():
+            jars.append(str(path))
+        else:
+            raise FileNotFoundError(f"{JARS_ENV}: {item} is neither a jar nor a directory")
+    return jars
+
+
+@dataclass(frozen=True)
+class ConnectorJars:
+    """The connector's jars for ``--jars``, and where they come from (for the reports)."""
+
+    jars: str
+    description: str
+
+
+def _jars_from_environment(value: str) -> ConnectorJars:
+    jars = resolve_jars(value)
+    if not any("spark-sql-kafka-0-10" in Path(j).name for j in jars):
+        pytest.skip(f"{JARS_ENV}={value} holds no spark-sql-kafka-0-10 jar")
+    return ConnectorJars(",".join(jars), f"Spark's Kafka connector from {JARS_ENV}={value}")
+
+
+@pytest.fixture(scope="session")
+def spark_kafka_connector() -> ConnectorJars:
+    """``KAFKA_EOS_SPARK_KAFKA_JARS`` when set (the user's jars win), else Maven Central."""
+    value = os.environ.get(JARS_ENV, "").strip()
+    if value:
+        connector = _jars_from_environment(value)
+    else:
+        from kafka_testkit.maven_artifacts import MavenUnavailableError
+        from kafka_testkit.spark_kafka_connector import resolve_connector
+
+        try:
+            resolved = resolve_connector()
+        except MavenUnavailableError as exc:
+            pytest.skip(f"Spark's Kafka connector: {JARS_ENV} is not set, and Maven Central gave none: {exc}")
+        connector = ConnectorJars(resolved.spark_jars, resolved.description)
+    log.info("%s: %s", connector.description, connector.jars)
+    return connector
+
+
+@pytest.fixture
+def spark_kafka_jars(spark_kafka_connector: ConnectorJars, record_property: Callable[[str, object], None],
+                     request: pytest.FixtureRequest) -> str:
+    """The jars for ``--jars``; the test's report names the connector (its version), so that a pass
+    on a fallback version is not mistaken for one on pyspark's own."""
+    record_property("spark_kafka_connector", spark_kafka_connector.description)
+    request.node.add_report_section("setup", "spark kafka connector", spark_kafka_connector.description)
+    return spark_kafka_connector.jars
 
 
 # -- Spark masters ----------------------------------------------------------------------------------

@@ -198,6 +198,14 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--partitions", type=_partitions, default=3)
     load.add_argument("--aborted", type=_positive_int, default=50, help="records in one aborted transaction")
 
+    create = commands.add_parser("create-topic", help="create a topic (e.g. a job's output topic); no error if it "
+                                                      "exists")
+    create.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers (host:port[,host:port])")
+    create.add_argument("--topic", required=True)
+    create.add_argument("--partitions", type=_partitions, default=3)
+    create.add_argument("--client-config", type=_client_setting, action="append", default=[], metavar="KEY=VALUE",
+                        help="librdkafka client setting (security etc.); may repeat")
+
     r = commands.add_parser("replay", help="run a job under injected faults, restart it, verify each scenario")
     r.add_argument("--bootstrap", default=None,
                    help="Kafka bootstrap servers; default: KAFKA_BOOTSTRAP_SERVERS, Docker, KAFKA_HOME, or Kafka "
@@ -362,6 +370,18 @@ def cmd_load(args: argparse.Namespace) -> int:
                             aborted=args.aborted, progress=_progress_callback(progress))
     out.print(f"loaded {result.committed} committed records and {result.aborted} aborted ones into "
               f"{result.topic} ({result.partitions} partitions)")
+    return EXIT_OK
+
+
+def cmd_create_topic(args: argparse.Namespace) -> int:
+    check_reachable(args.bootstrap)
+    admin = clients_for(args.bootstrap, dict(args.client_config)).admin()
+    try:
+        admin.create_topic(args.topic, args.partitions)
+        partitions = len(admin.partitions(args.topic))
+    finally:
+        admin.close()
+    out.print(f"topic {args.topic} has {partitions} partitions", markup=False, highlight=False)
     return EXIT_OK
 
 
@@ -555,7 +575,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK if result.passed else EXIT_ANOMALY
 
 
-COMMANDS = {"verify": cmd_verify, "load": cmd_load, "replay": cmd_replay, "demo": cmd_demo,
+COMMANDS = {"verify": cmd_verify, "load": cmd_load, "create-topic": cmd_create_topic, "replay": cmd_replay,
+            "demo": cmd_demo,
             "transactions": cmd_transactions, "status": cmd_status, "jvm-class-archive": cmd_jvm_class_archive}
 
 
