@@ -17,7 +17,6 @@ Every failure is a :class:`MavenUnavailableError` whose message is one line.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -248,7 +247,3 @@ def nearest_versions(target: str, releases: Sequence[str]) -> list[str]:
     exact = [v for v in releases if v == target]
     return exact + older + newer
 
-
-def digest(*parts: str) -> str:
-    """A short stable name for a cache folder of these parts."""
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:12]
