@@ -30,7 +30,7 @@ from enum import Enum
 from typing import Any, Sequence
 
 from twophase.checkpoint_store import METADATA_FILE, FileCheckpointStore
-from twophase.errors import CorruptStatisticsError
+from twophase.errors import CorruptStatisticsError, InvalidValueError
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ def decode_statistics(data: bytes) -> CheckpointStatistics:
         totals = dict(body.get("totals") or {})
         buckets = tuple(int(n) for n in totals.pop("commit_duration_buckets", ()))
         if buckets and len(buckets) != len(COMMIT_DURATION_BUCKETS_S):
-            raise ValueError(f"{len(buckets)} histogram buckets, expected {len(COMMIT_DURATION_BUCKETS_S)}")
+            raise InvalidValueError(f"{len(buckets)} histogram buckets, expected {len(COMMIT_DURATION_BUCKETS_S)}")
         return CheckpointStatistics(
             checkpoint_id=int(body["checkpoint_id"]),
             written_at_ms=int(body["written_at_ms"]),

@@ -34,7 +34,13 @@ import re
 from dataclasses import dataclass, field
 
 from twophase.checkpoint import CompletedCheckpoint, decode, encode
-from twophase.errors import CheckpointExistsError, CorruptCheckpointError
+from twophase.errors import (
+    CheckpointExistsError,
+    CorruptCheckpointError,
+    IllegalStateError,
+    InvalidValueError,
+    StateFileNotFoundError,
+)
 from twophase.state_owner import OWNER_FILE, StateOwner, decode_owner, encode_owner
 from twophase.state_storage import StateStorage, open_state_storage
 
@@ -51,7 +57,7 @@ _CHECKPOINT_KEY = re.compile(r"^chk-(\d+)/(.+)$")
 def validate_retained(retained_checkpoints: int) -> None:
     if not isinstance(retained_checkpoints, int) or isinstance(retained_checkpoints, bool) \
             or retained_checkpoints < 1:
-        raise ValueError(
+        raise InvalidValueError(
             f"retained_checkpoints must be an integer >= 1, got {retained_checkpoints!r}"
         )
 
@@ -61,7 +67,7 @@ def ensure_writable_directory(location: str | os.PathLike[str], what: str) -> No
     try:
         open_state_storage(location).check_writable()
     except ValueError as exc:
-        raise ValueError(f"{what}: {exc}") from exc
+        raise InvalidValueError(f"{what}: {exc}") from exc
 
 
 def checkpoint_folder(checkpoint_id: int) -> str:
@@ -206,7 +212,7 @@ class FileCheckpointStore:
     def mark_committed(self, checkpoint_id: int) -> None:
         listing = self._scan()
         if checkpoint_id not in listing.ids_with(METADATA_FILE):
-            raise FileNotFoundError(f"checkpoint {checkpoint_id} is not stored in {self.directory}")
+            raise StateFileNotFoundError(f"checkpoint {checkpoint_id} is not stored in {self.directory}")
         if checkpoint_id in listing.ids_with(COMMITTED_MARKER):
             return
         try:
@@ -228,7 +234,7 @@ class FileCheckpointStore:
         """Create ``chk-<id>/<name>`` once (FileExistsError if it exists). It is subsumed with the
         checkpoint; it must never be one the store itself writes."""
         if name in (METADATA_FILE, COMMITTED_MARKER, RESERVED_MARKER):
-            raise ValueError(f"{name} is written by the checkpoint store itself")
+            raise InvalidValueError(f"{name} is written by the checkpoint store itself")
         self.storage.create(f"{checkpoint_folder(checkpoint_id)}/{name}", data)
         self._scan().add(checkpoint_id, name)
 
@@ -254,8 +260,8 @@ class FileCheckpointStore:
         except FileExistsError:
             recorded = self.owner()
             if recorded is None:  # deleted between our create and our read: someone is cleaning up
-                raise RuntimeError(f"the owner record {self.storage.location(OWNER_FILE)} vanished "
-                                   "while it was being claimed") from None
+                raise IllegalStateError(f"the owner record {self.storage.location(OWNER_FILE)} vanished "
+                                        "while it was being claimed") from None
             return recorded
 
     def is_empty(self) -> bool:

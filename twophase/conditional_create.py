@@ -36,16 +36,17 @@ from typing import Any, Sequence
 
 import pyarrow.fs as pafs
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+from twophase.errors import InvalidValueError, MissingExtraError, StateFileExistsError, StateStorageError
 
 log = logging.getLogger(__name__)
 
 
-def _exists_error(location: str) -> FileExistsError:
-    return FileExistsError(errno.EEXIST, "state file already exists", location)
+def _exists_error(location: str) -> StateFileExistsError:
+    return StateFileExistsError(errno.EEXIST, "state file already exists", location)
 
 
-def _missing_extra(extra: str, package: str, scheme: str, exc: ImportError) -> RuntimeError:
-    return RuntimeError(
+def _missing_extra(extra: str, package: str, scheme: str, exc: ImportError) -> MissingExtraError:
+    return MissingExtraError(
         f"state on {scheme} needs {package} for conditional creates: pip install "
         f"'pyspark-kafka-eos[{extra}]' ({exc})")
 
@@ -72,10 +73,10 @@ class ReadOnly(ConditionalCreate):
         self.location = location
 
     def create(self, filesystem: pafs.FileSystem, path: str, data: bytes) -> None:
-        raise PermissionError(f"{self.location} was opened read-only; not writing {path}")
+        raise StateStorageError(f"{self.location} was opened read-only; not writing {path}")
 
     def delete(self, filesystem: pafs.FileSystem, paths: Sequence[str]) -> None:
-        raise PermissionError(f"{self.location} was opened read-only; not deleting {len(paths)} files")
+        raise StateStorageError(f"{self.location} was opened read-only; not deleting {len(paths)} files")
 
 
 def _s3_conflict(exc: BaseException) -> bool:
@@ -129,7 +130,7 @@ class S3ConditionalCreate(ConditionalCreate):
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             if status == 412 or exc.response.get("Error", {}).get("Code") == "PreconditionFailed":
                 raise _exists_error(f"s3://{path}") from None
-            raise OSError(f"creating s3://{path} failed: {exc}") from exc
+            raise StateStorageError(f"creating s3://{path} failed: {exc}") from exc
 
     def delete(self, filesystem: pafs.FileSystem, paths: Sequence[str]) -> None:
         from botocore.exceptions import ClientError
@@ -146,10 +147,10 @@ class S3ConditionalCreate(ConditionalCreate):
                     answer = client.delete_objects(
                         Bucket=bucket, Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True})
                 except ClientError as exc:
-                    raise OSError(f"deleting {len(chunk)} objects in s3://{bucket} failed: {exc}") from exc
+                    raise StateStorageError(f"deleting {len(chunk)} objects in s3://{bucket} failed: {exc}") from exc
                 errors = answer.get("Errors") or []
                 if errors:
-                    raise OSError(f"deleting objects in s3://{bucket} failed: {errors[:5]}")
+                    raise StateStorageError(f"deleting objects in s3://{bucket} failed: {errors[:5]}")
 
 
 class GcsConditionalCreate(ConditionalCreate):
@@ -244,7 +245,7 @@ def azure_account_of(uri_host: str) -> tuple[str, str]:
     account, _, suffix = host.partition(".")
     service, _, domain = suffix.partition(".")
     if not account or service not in ("dfs", "blob") or not domain:
-        raise ValueError(f"ABFS host {uri_host!r} is not of the form container@account.dfs.core.windows.net")
+        raise InvalidValueError(f"ABFS host {uri_host!r} is not of the form container@account.dfs.core.windows.net")
     return f"https://{account}.blob.{domain}", account
 
 
@@ -260,4 +261,4 @@ def conditional_create_for(filesystem: pafs.FileSystem, uri: str) -> Conditional
         return AzureConditionalCreate(url, account)
     if kind == "hdfs":
         return HdfsCreate()
-    raise ValueError(f"no conditional create is known for pyarrow filesystem {kind!r} ({uri})")
+    raise InvalidValueError(f"no conditional create is known for pyarrow filesystem {kind!r} ({uri})")

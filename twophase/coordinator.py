@@ -37,6 +37,8 @@ from twophase.errors import (
     CheckpointCommitError,
     CheckpointFailureError,
     CheckpointTriggerError,
+    IllegalStateError,
+    InvalidValueError,
     UnrecoverableCommitError,
 )
 from twophase.checkpoint_store import FileCheckpointStore, ensure_writable_directory, validate_retained
@@ -52,7 +54,7 @@ def _at_least(name: str, value: float | int | None, minimum: float, *, strict: b
         bad = value <= minimum if strict else value < minimum
     if bad:
         relation = ">" if strict else ">="
-        raise ValueError(f"{name} must be a number {relation} {minimum}{unit}, got {value!r}")
+        raise InvalidValueError(f"{name} must be a number {relation} {minimum}{unit}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ class CheckpointConfig:
                               ("notify_attempts", 1)):
             value = getattr(self, knob)
             if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                raise ValueError(f"{knob} must be an integer >= {minimum}, got {value!r}")
+                raise InvalidValueError(f"{knob} must be an integer >= {minimum}, got {value!r}")
         _at_least("min_pause_between_checkpoints", self.min_pause_between_checkpoints, 0, strict=False, unit=" s")
         _at_least("notify_max_backoff", self.notify_max_backoff, 0, strict=False, unit=" s")
         validate_retained(self.retained_checkpoints)
@@ -154,9 +156,9 @@ class CheckpointCoordinator:
     def register(self, participant: CheckpointParticipant) -> None:
         with self._lock:
             if self._restored:
-                raise RuntimeError("register every participant before restore()")
+                raise IllegalStateError("register every participant before restore()")
             if participant.name in self._participants:
-                raise ValueError(f"participant name {participant.name!r} is already registered")
+                raise InvalidValueError(f"participant name {participant.name!r} is already registered")
             self._participants[participant.name] = participant
 
     @property
@@ -193,7 +195,7 @@ class CheckpointCoordinator:
             if checkpoint is not None:
                 unknown = set(checkpoint.operator_states) - set(self._participants)
                 if unknown and not self._allow_non_restored_state:
-                    raise ValueError(
+                    raise InvalidValueError(
                         f"checkpoint {checkpoint.checkpoint_id} has state for participants "
                         f"{sorted(unknown)} that are not registered; register them or pass "
                         "allow_non_restored_state=True"
@@ -280,7 +282,7 @@ class CheckpointCoordinator:
         """Put a savepoint into the store, so a failover after this restore returns to it."""
         newer = [i for i in self.store.checkpoint_ids() if i > checkpoint.checkpoint_id]
         if newer:
-            raise ValueError(
+            raise InvalidValueError(
                 f"checkpoint directory {str(self.store.directory)!r} holds checkpoints {newer} newer "
                 f"than savepoint {str(savepoint_path)!r} (checkpoint {checkpoint.checkpoint_id}); "
                 "restore a savepoint into a fresh checkpoint directory"
@@ -423,7 +425,7 @@ class CheckpointCoordinator:
             if pending is None:
                 raise CheckpointTriggerError(f"checkpoint {checkpoint_id} is not pending")
             if participant not in self._participants:
-                raise ValueError(f"unknown participant {participant!r}")
+                raise InvalidValueError(f"unknown participant {participant!r}")
             self._acknowledge(pending, participant, state)
 
     def decline(self, checkpoint_id: int, participant: str, cause: str) -> None:

@@ -88,3 +88,39 @@ class FailpointCrash(KafkaEosError, RuntimeError):
 
 class CorruptStatisticsError(KafkaEosError, ValueError):
     """A checkpoint's ``_statistics`` file that is not a valid document of a known format version."""
+
+
+# The general errors: what the kit raises where no more specific error above (or in a package's
+# errors.py) says more. Each keeps the builtin base it used to be raised as.
+
+
+class InvalidValueError(KafkaEosError, ValueError):
+    """A value the kit cannot use: an argument, a setting, an option, a field of a record or of a
+    stored document. The message names it and what would be valid."""
+
+
+class InvalidTypeError(KafkaEosError, TypeError):
+    """A value of a type the kit cannot use, e.g. a record field that is neither bytes nor str."""
+
+
+class IllegalStateError(KafkaEosError, RuntimeError):
+    """A call the kit refuses in the current state (e.g. registering a participant after
+    ``restore()``), or a state it found and must not go on from (e.g. tasks of one batch that
+    wrote under different checkpoints)."""
+
+
+class MissingExtraError(KafkaEosError, RuntimeError):
+    """A feature needs a package of an optional extra that is not installed; the message names
+    the ``pip install 'pyspark-kafka-eos[EXTRA]'`` that adds it."""
+
+
+class StateStorageError(KafkaEosError, OSError):
+    """The kit's state storage could not do an operation (opened read-only, the store refused)."""
+
+
+class StateFileExistsError(KafkaEosError, FileExistsError):
+    """A state file (or savepoint) the kit creates exactly once already exists."""
+
+
+class StateFileNotFoundError(KafkaEosError, FileNotFoundError):
+    """A state file (or savepoint) the kit needs does not exist."""

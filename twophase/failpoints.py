@@ -32,7 +32,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from twophase.errors import FailpointCrash
+from twophase.errors import FailpointCrash, InvalidValueError
 
 log = logging.getLogger(__name__)
 
@@ -87,16 +87,16 @@ def parse(spec: str) -> dict[str, FailpointAction]:
             continue
         match = _ENTRY.match(entry)
         if match is None:
-            raise ValueError(
+            raise InvalidValueError(
                 f"{ENV_VAR}: bad entry {entry!r}; expected NAME:ACTION[@HIT] with NAME one of "
                 f"{', '.join(ALL)} and ACTION one of {', '.join(ACTIONS)}"
             )
         name = match["name"]
         if name not in ALL:
-            raise ValueError(f"{ENV_VAR}: unknown failpoint {name!r}; valid names: {', '.join(ALL)}")
+            raise InvalidValueError(f"{ENV_VAR}: unknown failpoint {name!r}; valid names: {', '.join(ALL)}")
         hit = int(match["hit"]) if match["hit"] else None
         if hit is not None and hit < 1:
-            raise ValueError(f"{ENV_VAR}: {entry!r}: @HIT must be >= 1")
+            raise InvalidValueError(f"{ENV_VAR}: {entry!r}: @HIT must be >= 1")
         action = match["action"]
         if action.startswith("sleep"):
             result[name] = FailpointAction("sleep", int(match["ms"]), hit)
@@ -109,7 +109,7 @@ def enable(name: str, action: str | FailpointAction) -> None:
     """Enable one failpoint, e.g. ``enable("mid_commit", "exit@2")``."""
     parsed = action if isinstance(action, FailpointAction) else parse(f"{name}:{action}")[name]
     if name not in ALL:
-        raise ValueError(f"unknown failpoint {name!r}; valid names: {', '.join(ALL)}")
+        raise InvalidValueError(f"unknown failpoint {name!r}; valid names: {', '.join(ALL)}")
     with _lock:
         _active[name] = parsed
         _hits[name] = 0

@@ -16,6 +16,7 @@ from typing import Any, Generic, Sequence, TypeVar
 
 from twophase import failpoints
 from twophase.checkpoint import JsonValue
+from twophase.errors import IllegalStateError
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ class CommittingParticipant(CheckpointParticipant, Generic[Committable]):
         """Every transaction of checkpoints <= ``checkpoint_id`` is committed: forget them."""
 
     def snapshot_state(self, checkpoint_id: int) -> JsonValue:
-        raise RuntimeError(f"participant {self.name!r} acknowledges externally; it has no snapshot")
+        raise IllegalStateError(f"participant {self.name!r} acknowledges externally; it has no snapshot")
 
     def restore(self, restored: RestoredState) -> None:
         """Reset what this process holds; the coordinator has recovered the transactions."""

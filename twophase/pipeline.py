@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from twophase.coordinator import CheckpointCoordinator
-from twophase.errors import CheckpointAbortedError, CheckpointCommitError
+from twophase.errors import CheckpointAbortedError, CheckpointCommitError, InvalidValueError
 from twophase.participants import ResettableSource, TwoPhaseCommitSink
 
 log = logging.getLogger(__name__)
@@ -51,13 +51,13 @@ class LocalPipeline:
         checkpoint_every_records: int | None = None,
     ) -> None:
         if not sinks:
-            raise ValueError("sinks must name at least one sink")
+            raise InvalidValueError("sinks must name at least one sink")
         if max_poll_records < 1:
-            raise ValueError(f"max_poll_records must be >= 1, got {max_poll_records}")
+            raise InvalidValueError(f"max_poll_records must be >= 1, got {max_poll_records}")
         if max_restarts < 0:
-            raise ValueError(f"max_restarts must be >= 0, got {max_restarts}")
+            raise InvalidValueError(f"max_restarts must be >= 0, got {max_restarts}")
         if checkpoint_every_records is not None and checkpoint_every_records < 1:
-            raise ValueError(f"checkpoint_every_records must be >= 1 or None, got {checkpoint_every_records}")
+            raise InvalidValueError(f"checkpoint_every_records must be >= 1 or None, got {checkpoint_every_records}")
         self.coordinator = coordinator
         self.source = source
         self.transform = transform

@@ -12,7 +12,7 @@ import logging
 import os
 
 from twophase.checkpoint import CompletedCheckpoint, decode, encode
-from twophase.errors import CorruptCheckpointError
+from twophase.errors import CorruptCheckpointError, StateFileExistsError, StateFileNotFoundError
 from twophase.checkpoint_store import COMMITTED_MARKER, METADATA_FILE
 from twophase.state_storage import open_state_storage
 
@@ -27,7 +27,7 @@ def write_savepoint(path: SavepointPath, checkpoint: CompletedCheckpoint) -> str
     try:
         storage.create(METADATA_FILE, encode(checkpoint))
     except FileExistsError:
-        raise FileExistsError(f"savepoint path {storage.uri!r} already holds a savepoint") from None
+        raise StateFileExistsError(f"savepoint path {storage.uri!r} already holds a savepoint") from None
     log.info("savepoint of checkpoint %d written to %s", checkpoint.checkpoint_id, storage.uri)
     return storage.uri
 
@@ -38,7 +38,7 @@ def load_savepoint(path: SavepointPath) -> CompletedCheckpoint:
     try:
         data = storage.read(METADATA_FILE)
     except FileNotFoundError:
-        raise FileNotFoundError(f"no savepoint at {storage.uri!r} (missing {METADATA_FILE})") from None
+        raise StateFileNotFoundError(f"no savepoint at {storage.uri!r} (missing {METADATA_FILE})") from None
     try:
         return decode(data)
     except CorruptCheckpointError as exc:
@@ -60,7 +60,7 @@ def dispose_savepoint(path: SavepointPath) -> None:
     """Delete a savepoint. Refuses a folder that is not a savepoint, so a typo deletes nothing."""
     storage = open_state_storage(path)
     if not storage.exists(METADATA_FILE):
-        raise FileNotFoundError(f"no savepoint at {storage.uri!r}; nothing deleted")
+        raise StateFileNotFoundError(f"no savepoint at {storage.uri!r}; nothing deleted")
     storage.delete([METADATA_FILE])  # first: a crash part-way leaves no savepoint that looks whole
     storage.delete_folder()
     log.info("savepoint %s disposed", storage.uri)

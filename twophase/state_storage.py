@@ -38,7 +38,14 @@ from urllib.parse import urlparse
 import pyarrow.fs as pafs
 
 from twophase.conditional_create import ConditionalCreate, ReadOnly, conditional_create_for
-from twophase.errors import ConditionalCreateUnsupportedError, UnsupportedStateLocationError
+from twophase.errors import (
+    ConditionalCreateUnsupportedError,
+    InvalidValueError,
+    StateFileExistsError,
+    StateFileNotFoundError,
+    StateStorageError,
+    UnsupportedStateLocationError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +74,7 @@ def _is_temp(name: str) -> bool:
 def _check_key(key: str) -> str:
     parts = key.split("/")
     if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts):
-        raise ValueError(f"state key {key!r} must be a relative path without '.' or '..' parts")
+        raise InvalidValueError(f"state key {key!r} must be a relative path without '.' or '..' parts")
     return key
 
 
@@ -125,7 +132,7 @@ class StateStorage(ABC):
             finally:
                 self.delete([probe])
         except OSError as exc:
-            raise ValueError(f"state location {self.uri!r} is not a writable directory: {exc}") from exc
+            raise InvalidValueError(f"state location {self.uri!r} is not a writable directory: {exc}") from exc
 
 
 class LocalStateStorage(StateStorage):
@@ -160,7 +167,7 @@ class LocalStateStorage(StateStorage):
             try:
                 os.link(tmp_name, target)
             except FileExistsError:
-                raise FileExistsError(errno.EEXIST, "state file already exists", str(target)) from None
+                raise StateFileExistsError(errno.EEXIST, "state file already exists", str(target)) from None
             except OSError as exc:
                 if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS,
                                      errno.EXDEV, errno.EMLINK):
@@ -276,7 +283,7 @@ class ArrowStateStorage(StateStorage):
         except OSError as exc:
             # pyarrow reports some stores' missing objects as a plain OSError
             if self.filesystem.get_file_info(path).type == pafs.FileType.NotFound:
-                raise FileNotFoundError(errno.ENOENT, "no such state file", self.location(key)) from exc
+                raise StateFileNotFoundError(errno.ENOENT, "no such state file", self.location(key)) from exc
             raise
 
     def exists(self, key: str) -> bool:
@@ -365,6 +372,6 @@ def _filesystem_of(root_uri: str) -> tuple[pafs.FileSystem, str]:
     try:
         filesystem, root = pafs.FileSystem.from_uri(root_uri)
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError (no libhdfs, no network), ...
-        raise OSError(f"state location {root_uri!r} could not be opened with pyarrow.fs: {exc}") from exc
+        raise StateStorageError(f"state location {root_uri!r} could not be opened with pyarrow.fs: {exc}") from exc
     log.debug("opened %s as pyarrow %s filesystem", root_uri, filesystem.type_name)
     return filesystem, root.rstrip("/")

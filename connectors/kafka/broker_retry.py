@@ -24,6 +24,7 @@ from tenacity import wait_exponential
 
 from connectors.kafka.clients import ClusterAdmin, OffsetSpec, TopicPartition
 from connectors.kafka.errors import KafkaUnreachableError, RetriableKafkaError
+from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +52,11 @@ class BrokerRetryPolicy:
 
     def __post_init__(self) -> None:
         if self.timeout_ms < 0:
-            raise ValueError(f"{TIMEOUT_OPTION} must be >= 0 ms, got {self.timeout_ms}")
+            raise InvalidValueError(f"{TIMEOUT_OPTION} must be >= 0 ms, got {self.timeout_ms}")
         if self.retry_interval_ms < 0:
-            raise ValueError(f"fetchOffset.retryIntervalMs must be >= 0 ms, got {self.retry_interval_ms}")
+            raise InvalidValueError(f"fetchOffset.retryIntervalMs must be >= 0 ms, got {self.retry_interval_ms}")
         if self.max_retries is not None and self.max_retries < 0:
-            raise ValueError(f"fetchOffset.numRetries must be >= 0, got {self.max_retries}")
+            raise InvalidValueError(f"fetchOffset.numRetries must be >= 0, got {self.max_retries}")
 
     @classmethod
     def from_seconds(cls, timeout_s: float) -> "BrokerRetryPolicy":

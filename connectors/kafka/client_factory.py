@@ -16,6 +16,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Mapping
 
 from connectors.kafka.clients import KafkaClients
+from twophase.errors import InvalidValueError
 
 ENTRY_POINT_GROUP = "pyspark_kafka_eos.kafka_clients"
 
@@ -40,7 +41,7 @@ def clients_for(bootstrap_servers: str, config: Mapping[str, str] | None = None)
     """The clients for a bootstrap address. ``config`` is librdkafka-style client configuration,
     passed through to the real clients (security settings, timeouts)."""
     if not bootstrap_servers:
-        raise ValueError("bootstrap servers must be given, e.g. 'localhost:9092'")
+        raise InvalidValueError("bootstrap servers must be given, e.g. 'localhost:9092'")
     scheme = registered_scheme(bootstrap_servers)
     if scheme is not None:
         implementation = _registered()[scheme].load()

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from connectors.kafka.clients import ProducerIdentity, TopicPartition
+from twophase.errors import InvalidValueError
 
 COMMITTABLE_VERSION = 1
 
@@ -54,8 +55,8 @@ class KafkaCommittable:
     def from_json(cls, data: dict[str, Any]) -> "KafkaCommittable":
         version = data.get("v")
         if version != COMMITTABLE_VERSION:
-            raise ValueError(f"Kafka committable version {version!r} is not supported "
-                             f"(this version reads {COMMITTABLE_VERSION})")
+            raise InvalidValueError(f"Kafka committable version {version!r} is not supported "
+                                    f"(this version reads {COMMITTABLE_VERSION})")
         return cls(
             transactional_id=data["transactional_id"],
             producer_id=int(data["producer_id"]),

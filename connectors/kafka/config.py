@@ -6,6 +6,7 @@ import hashlib
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Mapping
+from twophase.errors import InvalidValueError
 
 
 class DeliveryGuarantee(str, Enum):
@@ -21,7 +22,7 @@ class DeliveryGuarantee(str, Enum):
             return cls(value.lower() if isinstance(value, str) else value)
         except ValueError:
             valid = ", ".join(g.value for g in cls)
-            raise ValueError(f"delivery guarantee must be one of {valid}; got {value!r}") from None
+            raise InvalidValueError(f"delivery guarantee must be one of {valid}; got {value!r}") from None
 
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000
@@ -58,23 +59,23 @@ class KafkaSinkConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "delivery_guarantee", DeliveryGuarantee.parse(self.delivery_guarantee))
         if not self.bootstrap_servers:
-            raise ValueError("bootstrap servers must be given (kafka.bootstrap.servers)")
+            raise InvalidValueError("bootstrap servers must be given (kafka.bootstrap.servers)")
         for name in ("transaction_timeout_ms", "checkpoint_timeout_ms", "commit_parallelism"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+                raise InvalidValueError(f"{name} must be an integer >= 1, got {value!r}")
         if not isinstance(self.restart_budget_ms, int) or self.restart_budget_ms < 0:
-            raise ValueError(f"restart_budget_ms must be an integer >= 0, got {self.restart_budget_ms!r}")
+            raise InvalidValueError(f"restart_budget_ms must be an integer >= 0, got {self.restart_budget_ms!r}")
         for name in ("commit_retry_timeout_s", "flush_timeout_s"):
             if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)!r}")
+                raise InvalidValueError(f"{name} must be > 0 seconds, got {getattr(self, name)!r}")
         if self.transactional_id_prefix is not None:
             prefix = self.transactional_id_prefix
             if not prefix or any(c.isspace() for c in prefix):
-                raise ValueError(f"transactional id prefix must be non-empty without spaces, got {prefix!r}")
+                raise InvalidValueError(f"transactional id prefix must be non-empty without spaces, got {prefix!r}")
         if "transactional.id" in self.client_config:
-            raise ValueError("kafka.transactional.id cannot be set: the sink names its transactions "
-                             "itself; set the transactional id prefix instead")
+            raise InvalidValueError("kafka.transactional.id cannot be set: the sink names its transactions "
+                                    "itself; set the transactional id prefix instead")
 
     @property
     def exactly_once(self) -> bool:

@@ -27,6 +27,7 @@ from connectors.kafka.errors import (
     RetriableKafkaError,
 )
 from connectors.kafka.librdkafka import map_exception, map_kafka_error
+from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ class ConfluentClusterAdmin:
         elif isinstance(spec, int) and not isinstance(spec, bool):
             ck_spec = _CkOffsetSpec.for_timestamp(spec)
         else:
-            raise ValueError(f"offset spec must be 'earliest', 'latest' or a timestamp: {spec!r}")
+            raise InvalidValueError(f"offset spec must be 'earliest', 'latest' or a timestamp: {spec!r}")
         result = self._list_offsets(parts, ck_spec, read_committed)
         if isinstance(spec, int):
             # No record at or after the timestamp: Kafka answers -1, the seam promises the end.

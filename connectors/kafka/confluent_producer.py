@@ -37,6 +37,7 @@ from connectors.kafka.librdkafka import (
     map_exception,
     map_kafka_error,
 )
+from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
 
@@ -362,7 +363,7 @@ class ConfluentProducer:
         if batch.topics is None and batch.partitions is None and batch.headers is None:
             topic = batch.topic
             if topic is None:
-                raise ValueError("a batch without a topics column needs its topic")
+                raise InvalidValueError("a batch without a topics column needs its topic")
             self._produce_plain(producer, topic, batch.values, keys)
             return
         topics = batch.topics if batch.topics is not None else itertools.repeat(batch.topic, count)

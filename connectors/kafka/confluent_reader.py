@@ -27,6 +27,7 @@ from connectors.kafka.clients import (
 )
 from connectors.kafka.errors import KafkaConnectorError, OffsetOutOfRangeError, RetriableKafkaError, UnknownTopicError
 from connectors.kafka.librdkafka import base_config, error_type_of, map_exception, map_kafka_error
+from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ class ConfluentRecordReader:
         pending: dict[tuple[str, int], tuple[int, int]] = {}
         for tp, (start, end) in ranges.items():
             if start < 0 or end < start:
-                raise ValueError(f"invalid offset range [{start}, {end}) for {tp}")
+                raise InvalidValueError(f"invalid offset range [{start}, {end}) for {tp}")
             if end > start:
                 pending[(tp.topic, tp.partition)] = (start, end)
         if not pending:

@@ -28,6 +28,7 @@ from connectors.kafka.config import KafkaSinkConfig
 from connectors.kafka.errors import KafkaAuthorizationError, TransactionTimeoutRefusedError
 from connectors.kafka.transactional_ids import TransactionalIdPool
 from connectors.kafka.writer import KafkaTransactionWriter
+from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ def check_transaction_timeout(config: KafkaSinkConfig, clients: KafkaClients) ->
     timeout = config.transaction_timeout_ms
     needed = config.checkpoint_timeout_ms + config.restart_budget_ms
     if timeout < needed:
-        raise ValueError(
+        raise InvalidValueError(
             f"eos.transactionTimeoutMs={timeout} (transaction.timeout.ms) is shorter than the checkpoint timeout "
             f"({config.checkpoint_timeout_ms} ms) plus the restart budget ({config.restart_budget_ms} ms) "
             f"= {needed} ms. A transaction pre-committed for a checkpoint must survive until that "
@@ -91,7 +92,7 @@ def check_transaction_timeout(config: KafkaSinkConfig, clients: KafkaClients) ->
 
 def _prefix(config: KafkaSinkConfig) -> str:
     if config.transactional_id_prefix is None:
-        raise ValueError("an exactly-once sink needs its transactional id prefix (eos.transactionalIdPrefix)")
+        raise InvalidValueError("an exactly-once sink needs its transactional id prefix (eos.transactionalIdPrefix)")
     return config.transactional_id_prefix
 
 

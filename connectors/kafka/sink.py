@@ -24,6 +24,7 @@ from connectors.kafka.guardrails import check_sink
 from connectors.kafka.transactional_ids import TransactionalIdPool
 from connectors.kafka.writer import KafkaTransactionWriter, ProducerRecord
 from twophase.participants import TwoPhaseCommitSink
+from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ class KafkaSink(TwoPhaseCommitSink[KafkaTransactionWriter, KafkaCommittable]):
         super().__init__(name)
         if config.exactly_once and config.transactional_id_prefix is None:
             if job_id is None:
-                raise ValueError(
+                raise InvalidValueError(
                     "exactly_once needs a transactional id prefix unique to this job and sink: set "
                     "KafkaSinkConfig.transactional_id_prefix, or pass job_id to derive one"
                 )

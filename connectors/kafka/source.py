@@ -19,6 +19,7 @@ from connectors.kafka.clients import ClusterAdmin, ConsumedRecord, KafkaClients,
 from connectors.kafka.client_factory import clients_for
 from connectors.kafka.errors import DataLossError, UnknownTopicError
 from twophase.participants import ResettableSource
+from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +48,10 @@ def parse_offsets_json(value: str, option: str) -> dict[TopicPartition, int]:
     try:
         parsed = json.loads(value)
         if not isinstance(parsed, dict) or not all(isinstance(v, dict) for v in parsed.values()):
-            raise ValueError("expected an object of objects")
+            raise InvalidValueError("expected an object of objects")
         return {TopicPartition(t, int(p)): int(o) for t, parts in parsed.items() for p, o in parts.items()}
     except (ValueError, TypeError) as exc:
-        raise ValueError(
+        raise InvalidValueError(
             f"{option} must be 'earliest', 'latest' or JSON like "
             f'{{"topicA":{{"0":23,"1":-2}}}} (-2 = earliest, -1 = latest); got {value!r}: {exc}'
         ) from exc
@@ -82,7 +83,7 @@ class KafkaSourceConfig:
                                            ("subscribePattern", self.subscribe_pattern),
                                            ("assign", self.assign)) if value]
         if len(chosen) != 1:
-            raise ValueError(
+            raise InvalidValueError(
                 "exactly one of subscribe, subscribePattern, assign must be given; "
                 f"got {chosen or 'none'}"
             )
@@ -90,12 +91,12 @@ class KafkaSourceConfig:
             try:
                 re.compile(self.subscribe_pattern)
             except re.error as exc:
-                raise ValueError(f"subscribePattern {self.subscribe_pattern!r} is not a valid regex: {exc}") from exc
+                raise InvalidValueError(f"subscribePattern {self.subscribe_pattern!r} is not a valid regex: {exc}") from exc
         for option, value in (("startingOffsets", self.starting_offsets), ("endingOffsets", self.ending_offsets)):
             if isinstance(value, str) and value not in ("earliest", "latest"):
-                raise ValueError(f"{option} must be 'earliest', 'latest' or per-partition JSON, got {value!r}")
+                raise InvalidValueError(f"{option} must be 'earliest', 'latest' or per-partition JSON, got {value!r}")
         if self.ending_offsets == "earliest":
-            raise ValueError("endingOffsets must be 'latest' or per-partition JSON, not 'earliest'")
+            raise InvalidValueError("endingOffsets must be 'latest' or per-partition JSON, not 'earliest'")
 
 
 class KafkaOffsetPlanner:
@@ -140,7 +141,7 @@ class KafkaOffsetPlanner:
                          option: str) -> dict[TopicPartition, int]:
         missing = [str(tp) for tp in partitions if tp not in explicit]
         if missing:
-            raise ValueError(f"{option} does not specify offsets for partitions {missing}")
+            raise InvalidValueError(f"{option} does not specify offsets for partitions {missing}")
         earliest = self.admin.list_offsets(partitions, "earliest", self.config.read_committed)
         latest = self.admin.list_offsets(partitions, "latest", self.config.read_committed)
         resolved = {}

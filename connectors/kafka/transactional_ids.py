@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Collection
+from twophase.errors import InvalidValueError
 
 #: Transactional ids per writer slot.
 POOL_SIZE = 2
@@ -49,7 +50,7 @@ class TransactionalIdPool:
 
     def __post_init__(self) -> None:
         if not self.prefix or any(c.isspace() for c in self.prefix):
-            raise ValueError(f"transactional id prefix must be non-empty without spaces, got {self.prefix!r}")
+            raise InvalidValueError(f"transactional id prefix must be non-empty without spaces, got {self.prefix!r}")
 
     def transactional_id(self, slot: int, checkpoint_id: int, in_use: Collection[str] = (),
                          task_attempt: int | None = None) -> str:
@@ -62,13 +63,13 @@ class TransactionalIdPool:
         free index: reusing such an id would fence, and so abort, a transaction the coordinator
         still means to commit. The pool grows only while commits are overdue."""
         if slot < 0 or checkpoint_id < 0:
-            raise ValueError(f"slot and checkpoint id must be >= 0, got {slot} and {checkpoint_id}")
+            raise InvalidValueError(f"slot and checkpoint id must be >= 0, got {slot} and {checkpoint_id}")
         index = checkpoint_id % POOL_SIZE
         while (candidate := self.format(slot, index)) in in_use:
             index += 1
         if task_attempt is not None:
             if task_attempt < 0:
-                raise ValueError(f"task attempt id must be >= 0, got {task_attempt}")
+                raise InvalidValueError(f"task attempt id must be >= 0, got {task_attempt}")
             return f"{candidate}-t{task_attempt}"
         return candidate
 

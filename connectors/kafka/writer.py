@@ -13,6 +13,7 @@ from connectors.kafka.committable import KafkaCommittable
 from connectors.kafka.config import DeliveryGuarantee, KafkaSinkConfig
 from connectors.kafka.errors import KafkaConnectorError
 from connectors.kafka.producer_pool import PRODUCERS, PreparedProducer
+from twophase.errors import InvalidTypeError, InvalidValueError
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ def _as_bytes(field_name: str, value: Any) -> bytes | None:
         return value.encode("utf-8")
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
-    raise TypeError(f"record {field_name} must be bytes, str or None, got {type(value).__name__}")
+    raise InvalidTypeError(f"record {field_name} must be bytes, str or None, got {type(value).__name__}")
 
 
 def _headers(value: Any) -> list[tuple[str, bytes | None]] | None:
@@ -48,9 +49,9 @@ def _headers(value: Any) -> list[tuple[str, bytes | None]] | None:
         try:
             key, header_value = item
         except (TypeError, ValueError):
-            raise TypeError(f"record headers must be (str, bytes) pairs, got {item!r}") from None
+            raise InvalidTypeError(f"record headers must be (str, bytes) pairs, got {item!r}") from None
         if not isinstance(key, str):
-            raise TypeError(f"record header key must be str, got {type(key).__name__}")
+            raise InvalidTypeError(f"record header key must be str, got {type(key).__name__}")
         result.append((key, _as_bytes(f"header {key!r} value", header_value)))
     return result
 
@@ -60,19 +61,19 @@ def coerce_record(record: ProducerRecord | Mapping[str, Any], default_topic: str
     fields = record if isinstance(record, Mapping) else record.__dict__
     unknown = set(fields) - {"value", "key", "topic", "partition", "headers", "timestamp_ms"}
     if unknown:
-        raise TypeError(f"unknown record fields {sorted(unknown)}; valid: value, key, topic, "
-                        "partition, headers, timestamp_ms")
+        raise InvalidTypeError(f"unknown record fields {sorted(unknown)}; valid: value, key, topic, "
+                               "partition, headers, timestamp_ms")
     topic = fields.get("topic") or default_topic
     if not topic:
-        raise ValueError("record has no topic and the sink has no default topic (option 'topic')")
+        raise InvalidValueError("record has no topic and the sink has no default topic (option 'topic')")
     if not isinstance(topic, str):
-        raise TypeError(f"record topic must be str, got {type(topic).__name__}")
+        raise InvalidTypeError(f"record topic must be str, got {type(topic).__name__}")
     partition = fields.get("partition")
     if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int) or partition < 0):
-        raise TypeError(f"record partition must be an int >= 0 or None, got {partition!r}")
+        raise InvalidTypeError(f"record partition must be an int >= 0 or None, got {partition!r}")
     timestamp = fields.get("timestamp_ms")
     if timestamp is not None and (isinstance(timestamp, bool) or not isinstance(timestamp, int)):
-        raise TypeError(f"record timestamp_ms must be an int or None, got {timestamp!r}")
+        raise InvalidTypeError(f"record timestamp_ms must be an int or None, got {timestamp!r}")
     return {
         "topic": topic,
         "value": _as_bytes("value", fields.get("value")),
@@ -113,7 +114,7 @@ class KafkaTransactionWriter:
         self._owns_producer = producer is None
         self._prepared = prepared
         if config.exactly_once and not transactional_id:
-            raise ValueError("an exactly_once writer needs a transactional id")
+            raise InvalidValueError("an exactly_once writer needs a transactional id")
         self.transactional_id = transactional_id if config.exactly_once else None
 
     @property

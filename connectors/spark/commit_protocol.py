@@ -36,6 +36,7 @@ from twophase.checkpoint_store import FileCheckpointStore
 from twophase.checkpoint_statistics import CommitTimings
 from twophase.coordinator import CheckpointConfig, CheckpointCoordinator, CommitResult
 from twophase.participants import CommittingParticipant
+from twophase.errors import IllegalStateError
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +155,7 @@ class SparkCommitProtocol:
             committables = [(checkpoint_id, c) for c in committables_of(states)]
             if not replayable:
                 self._abort(committables)
-                raise RuntimeError(
+                raise IllegalStateError(
                     f"kafka-eos: another write to this sink stored checkpoint {latest.checkpoint_id} while "
                     f"this batch write (checkpoint {checkpoint_id}) was running, in {self.options.state_dir}; "
                     "this write's transactions were aborted and nothing of it is visible. Concurrent writes "
@@ -170,7 +171,7 @@ class SparkCommitProtocol:
                         if m is not None and m.checkpoint_id != checkpoint_id})
         if wrong:
             self._abort([(checkpoint_id, c) for c in committables_of(states)])
-            raise RuntimeError(
+            raise IllegalStateError(
                 f"kafka-eos: tasks of batch {checkpoint_id} wrote under checkpoint ids {wrong}; their "
                 "transactions were aborted and the batch fails, to be replayed")
         participant = SparkSinkCommitter(self.committer, self.options, self.store,

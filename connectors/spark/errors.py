@@ -3,10 +3,10 @@ query's. Each names what to change."""
 
 from __future__ import annotations
 
-from twophase.errors import KafkaEosError
+from twophase.errors import InvalidValueError, KafkaEosError
 
 
-class KafkaEosOptionError(KafkaEosError, ValueError):
+class KafkaEosOptionError(InvalidValueError):
     """An option is missing, unknown or malformed. The message names it and its valid values."""
 
 

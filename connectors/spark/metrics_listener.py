@@ -39,6 +39,7 @@ from pyspark.sql.streaming.listener import (
     QueryTerminatedEvent,
     StreamingQueryListener,
 )
+from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class KafkaEosMetricsListener(StreamingQueryListener):
         node-exporter's textfile directory; at least one. ``bootstrap`` (and ``client_config``):
         also ask the broker for the sink's open transactions and the source's lag on each batch."""
         if not pushgateway and not textfile:
-            raise ValueError("KafkaEosMetricsListener needs pushgateway='host:port' or textfile='/path/x.prom'")
+            raise InvalidValueError("KafkaEosMetricsListener needs pushgateway='host:port' or textfile='/path/x.prom'")
         self.checkpoint_location = checkpoint_location
         self.pushgateway = pushgateway
         self.textfile = textfile

@@ -29,6 +29,7 @@ from connectors.kafka.source import KafkaOffsetPlanner, from_offsets, plan_range
 from connectors.spark.gc_pause import gc_paused
 from connectors.spark.options import SourceOptions
 from connectors.spark.arrow_batches import batches_to_arrow
+from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +197,7 @@ class KafkaEosBatchReader(_KafkaReading, DataSourceReader):
         end = self.planner.ending_offsets() or {}
         for tp, offset in end.items():
             if tp in start and offset < start[tp]:
-                raise ValueError(f"endingOffsets {offset} of {tp} is before its startingOffsets {start[tp]}")
+                raise InvalidValueError(f"endingOffsets {offset} of {tp} is before its startingOffsets {start[tp]}")
         start = self.planner.check_available(start)
         ranges = {tp: (s, end.get(tp, s)) for tp, s in start.items()}
         return split_ranges(ranges, self.options.min_partitions)

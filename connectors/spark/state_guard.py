@@ -30,6 +30,7 @@ from connectors.spark.options import SinkOptions
 from connectors.spark.query_checkpoint import COMMIT_LOG, read_query_checkpoint
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.state_owner import StateOwner
+from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def guard_sink_state(options: SinkOptions) -> None:
     last_committed: int | None = None
     if options.streaming:
         if options.checkpoint_location is None:
-            raise ValueError("a streaming kafka-eos sink always has a checkpointLocation (parse_sink_options)")
+            raise InvalidValueError("a streaming kafka-eos sink always has a checkpointLocation (parse_sink_options)")
         checkpoint = read_query_checkpoint(options.checkpoint_location)
         owner_key = (options.state_dir, STREAMING_QUERY, checkpoint.query_id)
         description = f"checkpointLocation {checkpoint.location}"

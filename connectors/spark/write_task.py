@@ -27,6 +27,7 @@ from connectors.kafka.writer import KafkaTransactionWriter
 from connectors.spark.gc_pause import gc_paused
 from connectors.spark.options import SinkOptions
 from twophase import failpoints
+from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,8 @@ def produce_batch_of(batch: pa.RecordBatch, topic_option: str | None, include_he
     if topic_option is None:
         column = batch.column("topic")
         if column.null_count:
-            raise ValueError("[kafka-eos] null topic present in the data; use the topic option for "
-                             "setting a topic")
+            raise InvalidValueError("[kafka-eos] null topic present in the data; use the topic option for "
+                                    "setting a topic")
         topics = column.to_pylist()
     partitions = None
     if "partition" in names:
@@ -71,8 +72,8 @@ def produce_batch_of(batch: pa.RecordBatch, topic_option: str | None, include_he
         if column.null_count < len(column):
             lowest = pc.min(column).as_py()
             if lowest is not None and lowest < 0:
-                raise ValueError(f"[kafka-eos] partition column holds {lowest}; partitions are >= 0 "
-                                 "(or null, for the producer's partitioner)")
+                raise InvalidValueError(f"[kafka-eos] partition column holds {lowest}; partitions are >= 0 "
+                                        "(or null, for the producer's partitioner)")
             partitions = column.to_pylist()
     headers = None
     if include_headers and "headers" in names and batch.column("headers").null_count < batch.num_rows:

@@ -24,6 +24,7 @@ from connectors.spark.commit_protocol import SparkCommitProtocol
 from connectors.spark.options import SinkOptions
 from connectors.spark.sink_preparation import prepare_sink
 from connectors.spark.write_task import KafkaCommitMessage, produce_batch_of, write_task
+from twophase.errors import IllegalStateError
 
 __all__ = ["BATCH_ID_PROPERTY", "KafkaCommitMessage", "KafkaEosBatchWriter", "KafkaEosStreamWriter",
            "prepare_sink", "produce_batch_of"]
@@ -90,7 +91,7 @@ class KafkaEosBatchWriter(_KafkaWriting, DataSourceArrowWriter):
             return
         ids = {m.checkpoint_id for m in messages if isinstance(m, KafkaCommitMessage)}
         if len(ids) > 1:
-            raise RuntimeError(f"kafka-eos: tasks of one batch write reported checkpoints {sorted(ids)}")
+            raise IllegalStateError(f"kafka-eos: tasks of one batch write reported checkpoints {sorted(ids)}")
         if not ids:
             return
         # The foreachBatch helper's batch ids are replayed by Spark; a plain write's id never is.

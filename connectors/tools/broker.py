@@ -53,6 +53,7 @@ from connectors.kafka.client_factory import clients_for, registered_scheme
 from connectors.kafka.clients import SimulatedCluster
 from connectors.kafka.errors import KafkaConnectorError, RetriableKafkaError
 from connectors.tools.errors import BrokerStartError, BrokerUnreachableError, NoBrokerError
+from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
 
@@ -181,10 +182,10 @@ def _addresses(bootstrap: str) -> list[tuple[str, int]]:
             continue
         host, sep, port = entry.rpartition(":")
         if not sep or not port.isdigit():
-            raise ValueError(f"bootstrap address {entry!r} is not host:port (in {bootstrap!r})")
+            raise InvalidValueError(f"bootstrap address {entry!r} is not host:port (in {bootstrap!r})")
         found.append((host.strip("[]"), int(port)))
     if not found:
-        raise ValueError(f"no host:port in bootstrap address {bootstrap!r}")
+        raise InvalidValueError(f"no host:port in bootstrap address {bootstrap!r}")
     return found
 
 

@@ -18,6 +18,7 @@ from connectors.kafka.clients import KafkaClients
 from connectors.kafka.errors import KafkaConnectorError
 from connectors.tools.broker import retry_transient
 from connectors.tools.verify import ProgressCallback
+from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ def load_input(
     """Create ``topic`` (if needed) and write ``records`` committed records plus one aborted
     transaction of ``aborted`` records in the middle."""
     if records < 0 or aborted < 0 or transaction_size < 1:
-        raise ValueError("records and aborted must be >= 0 and transaction_size >= 1")
+        raise InvalidValueError("records and aborted must be >= 0 and transaction_size >= 1")
     partition_count = ensure_topic(clients, topic, partitions).partitions
     phase = f"loading {topic}"
     written = 0

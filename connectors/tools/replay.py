@@ -77,6 +77,7 @@ from connectors.tools.jobs import JobRun, JobTemplate, RunResult
 from connectors.tools.loader import ensure_topic
 from connectors.tools.verify import ProgressCallback, VerifyReport, committed_record_count, verify
 from twophase import failpoints
+from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +109,8 @@ def parse_scenarios(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown or not names:
-        raise ValueError(f"unknown scenarios {unknown or text!r}; choose from all, demo, or "
-                         f"{', '.join(SCENARIOS)}")
+        raise InvalidValueError(f"unknown scenarios {unknown or text!r}; choose from all, demo, or "
+                                f"{', '.join(SCENARIOS)}")
     return list(dict.fromkeys(names))
 
 
@@ -525,7 +526,7 @@ class Replay:
             # Every run: the engine retries failed tasks itself.
             return (f"task failure rate {opts.task_failure_rate:g} (seed {seed})",
                     [{"env": env} for _ in range(opts.max_runs)])
-        raise ValueError(f"no plan for scenario {name!r}")
+        raise InvalidValueError(f"no plan for scenario {name!r}")
 
     def _rolling_restart(self, name: str, result: ScenarioResult, run: JobRun, number: int,
                          order: Sequence[int]) -> None:
