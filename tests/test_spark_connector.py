@@ -328,7 +328,8 @@ def test_sink_without_value_column_names_the_column(spark, fake, tmp_path):
 
 
 def test_unknown_option_lists_the_valid_ones(spark, fake):
-    with pytest.raises(Exception, match=r"unknown kafka-eos source option\(s\) \['subscrbe'\].*subscribePattern"):
+    with pytest.raises(Exception, match=r"unknown kafka-eos source option 'subscrbe' \(did you mean 'subscribe'\?\) "
+                                        r"\(name as Spark passes it, lower-cased\); valid source options: .*subscribePattern"):
         (spark.read.format("kafka-eos").option("kafka.bootstrap.servers", fake.bootstrap_servers)
          .option("subscrbe", "in").load().collect())
 

@@ -48,7 +48,8 @@ def test_source_json_options():
 
 
 @pytest.mark.parametrize("options, fragment", [
-    ({"subscrbe": "a"}, r"unknown kafka-eos source option\(s\) \['subscrbe'\]; valid options: .*subscribePattern"),
+    ({"subscrbe": "a"}, r"unknown kafka-eos source option 'subscrbe' \(did you mean 'subscribe'\?\); "
+                        r"valid source options: .*subscribePattern"),
     ({}, "exactly one of subscribe, subscribePattern, assign"),
     ({"subscribe": "a", "assign": '{"a":[0]}'}, "exactly one of"),
     ({"assign": "[1,2]"}, "option assign must be JSON like"),
@@ -101,7 +102,7 @@ def test_sink_our_options():
     ({"eos.queryId": "q"}, "eos.queryId is for batch writes"),
     ({"kafka.transactional.id": "x"}, "kafka.transactional.id is not supported"),
     ({"eos.checkpointId": "3"}, "eos.checkpointId is for batch writes"),
-    ({"topicc": "x"}, r"unknown kafka-eos sink option\(s\) \['topicc'\]"),
+    ({"topicc": "x"}, r"unknown kafka-eos sink option 'topicc' \(did you mean 'topic'\?\)"),
 ])
 def test_bad_sink_options(options, fragment):
     with pytest.raises(KafkaEosOptionError, match=fragment):
@@ -194,3 +195,37 @@ def test_bad_broker_retry_options(options, fragment):
         source(subscribe="in", **options)
     with pytest.raises(KafkaEosOptionError, match="eos.brokerRetryTimeoutMs must be an integer >= 1"):
         sink(**{"eos.brokerRetryTimeoutMs": "0"})
+
+
+def test_an_unknown_option_is_echoed_as_typed_with_the_closest_valid_one():
+    with pytest.raises(KafkaEosOptionError) as raised:
+        parse_sink_options({**BOOT, "eos.transactionalIdPrefx": "p"}, streaming=False)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("unknown kafka-eos sink option 'eos.transactionalIdPrefx' "
+                              "(did you mean 'eos.transactionalIdPrefix'?); valid sink options: ")
+    assert "eos.deliveryGuarantee" in message and "lower-cased" not in message
+
+
+def test_an_option_spark_lowercased_is_said_to_be_lowercased():
+    from pyspark.sql.datasource import CaseInsensitiveDict
+
+    options = CaseInsensitiveDict({**BOOT, "subscribe": "in", "startingOffset": "earliest"})
+    with pytest.raises(KafkaEosOptionError, match=r"^unknown kafka-eos source option 'startingoffset' "
+                                                  r"\(did you mean 'startingOffsets'\?\) "
+                                                  r"\(name as Spark passes it, lower-cased\); valid source options: "):
+        parse_source_options(options, streaming=True)
+
+
+def test_every_unknown_option_is_named_in_one_line_and_far_ones_get_no_guess():
+    with pytest.raises(KafkaEosOptionError) as raised:
+        parse_sink_options({**BOOT, "Topicc": "t", "zzz": "1"}, streaming=True)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("unknown kafka-eos sink options 'Topicc' (did you mean 'topic'?), 'zzz'; ")
+
+
+def test_options_as_typed_are_read_case_insensitively():
+    parsed = parse_sink_options({**BOOT, "TOPIC": "t", "eos.TransactionalIdPrefix": "p",
+                                 "checkpointLocation": "/tmp/chk"}, streaming=True)
+    assert parsed.config.topic == "t" and parsed.config.transactional_id_prefix == "p"

@@ -92,7 +92,7 @@ def exactly_once_foreach_batch(transform: BatchTransform | None = None, *, warm_
     for internal in ("eos.checkpointId", "eos.queryId"):
         if _get_option(write_options, internal) is not None:
             raise KafkaEosOptionError(f"{internal} is set by exactly_once_foreach_batch itself")
-    sink = parse_sink_options({k.lower(): str(v) for k, v in write_options.items()}, streaming=False)
+    sink = parse_sink_options({k: str(v) for k, v in write_options.items()}, streaming=False)
     if warm_up:
         active = SparkSession.getActiveSession()
         # A Spark Connect client runs neither the tasks nor the function: nothing to start here.

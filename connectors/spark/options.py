@@ -1,11 +1,14 @@
 """Options of the ``kafka-eos`` format: Spark's Kafka connector names, plus our ``eos.*`` ones.
 
 Spark hands options over case-insensitively (lower-cased keys), so every lookup here is by
-lower-case name, and error messages use the documented spelling.
+lower-case name, and error messages use the documented spelling. An unknown option is echoed as
+the user typed it where that is known (the foreachBatch helper, direct calls) and said to be
+lower-cased where Spark passed it, with the closest valid option (``difflib``).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import posixpath
@@ -57,15 +60,40 @@ def parse_offsets_json(value: str, option: str) -> dict[TopicPartition, int]:
         raise KafkaEosOptionError(str(exc)) from None
 
 
+def _lowercased_by_spark(options: Mapping[str, str]) -> bool:
+    """Whether ``options`` came through Spark, which keeps option names lower-cased only
+    (pyspark's ``CaseInsensitiveDict``): what the user typed is then known only in lower case."""
+    return type(options).__name__ == "CaseInsensitiveDict"
+
+
+def unknown_option_message(typed: list[str], valid: tuple[str, ...], role: str, *, lowercased: bool = False) -> str:
+    """One line: each unknown option as typed with the closest valid one (where one is close),
+    then every valid option. ``lowercased``: Spark passed the names lower-cased, so the user's
+    spelling is lost, and the message says so."""
+    exact = {name.lower(): name for name in valid if not name.endswith("*")}
+    named = []
+    for key in typed:
+        close = difflib.get_close_matches(key.lower(), list(exact), n=1, cutoff=0.6)
+        named.append(f"{key!r} (did you mean {exact[close[0]]!r}?)" if close else repr(key))
+    plural = "s" if len(typed) > 1 else ""
+    spelling = f" (name{plural} as Spark passes {'them' if plural else 'it'}, lower-cased)" if lowercased else ""
+    return (f"unknown kafka-eos {role} option{plural} {', '.join(named)}{spelling}; "
+            f"valid {role} options: {', '.join(valid)}")
+
+
 def _check_known(options: Mapping[str, str], valid: tuple[str, ...], role: str) -> None:
     exact = {name.lower() for name in valid if not name.endswith("*")}
     prefixes = tuple(name[:-1].lower() for name in valid if name.endswith("*"))
-    unknown = sorted(k for k in (key.lower() for key in options)
-                     if k not in exact and k not in _SPARK_INTERNAL and not k.startswith(prefixes))
+    unknown = sorted((key for key in options
+                      if key.lower() not in exact and key.lower() not in _SPARK_INTERNAL
+                      and not key.lower().startswith(prefixes)), key=str.lower)
     if unknown:
-        raise KafkaEosOptionError(
-            f"unknown kafka-eos {role} option(s) {unknown}; valid options: {', '.join(valid)}"
-        )
+        raise KafkaEosOptionError(unknown_option_message(unknown, valid, role,
+                                                         lowercased=_lowercased_by_spark(options)))
+
+
+def _by_lower_case_name(options: Mapping[str, str]) -> dict[str, str]:
+    return {key.lower(): value for key, value in options.items()}
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
@@ -148,6 +176,7 @@ class SourceOptions:
 
 def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceOptions:
     _check_known(options, SOURCE_OPTIONS, "source")
+    options = _by_lower_case_name(options)
     servers = _bootstrap(options)
     subscribe = _get(options, "subscribe")
     pattern = _get(options, "subscribePattern")
@@ -238,6 +267,7 @@ def state_dir_under(location: str) -> str:
 
 def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOptions:
     _check_known(options, SINK_OPTIONS, "sink")
+    options = _by_lower_case_name(options)
     servers = _bootstrap(options)
     topic = _get(options, "topic")
     guarantee_raw = _get(options, "eos.deliveryGuarantee") or DeliveryGuarantee.EXACTLY_ONCE.value
