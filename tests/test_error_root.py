@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import builtins
 import importlib
 from pathlib import Path
 
@@ -59,3 +60,72 @@ def test_kit_error_lines_finds_the_kits_errors_by_class_name():
             "ValueError: not ours either\n")
     assert kit_error_lines(text) == ["the query committed batch 7 that the state dir lacks",
                                      "checkpoint 3 is stored but ..."]
+
+
+# Raises of builtin exceptions that product code may keep, each with why it is not an error of the
+# kit's users: (file, exception).
+BUILTIN_RAISES_ALLOWED = {
+    # Python's protocol for a module's __getattr__ (lazy exports): hasattr() and `from twophase
+    # import x` rely on AttributeError.
+    ("twophase/__init__.py", "AttributeError"),
+    # Raised and retried inside check_reachable (tenacity's retry_if_exception_type), which turns
+    # the exhausted retries into BrokerUnreachableError: never leaves the function.
+    ("connectors/tools/broker.py", "ConnectionError"),
+    # After a tenacity loop that re-raises its last error: unreachable.
+    ("connectors/tools/verify.py", "AssertionError"),
+}
+_BUILTIN_EXCEPTIONS = {name for name, value in vars(builtins).items()
+                       if isinstance(value, type) and issubclass(value, BaseException)}
+
+
+def _builtin_raises() -> list[tuple[str, int, str]]:
+    """(file, line, exception) of each ``raise X(...)`` / ``raise X`` / ``return X(...)`` of a builtin
+    exception in product code (a helper that returns an exception for its caller to raise counts)."""
+    found = []
+    for package in PRODUCT:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            relative = path.relative_to(ROOT).as_posix()
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Raise):
+                    value = node.exc
+                elif isinstance(node, ast.Return):
+                    value = node.value
+                else:
+                    continue
+                name = value.func if isinstance(value, ast.Call) else value
+                if isinstance(name, ast.Name) and name.id in _BUILTIN_EXCEPTIONS:
+                    found.append((relative, node.lineno, name.id))
+    return found
+
+
+def test_product_code_raises_no_bare_builtin_exception():
+    """Every error the kit raises to its users derives from KafkaEosError (twophase.errors has the
+    general ones, e.g. InvalidValueError for a ValueError): a bare ValueError or RuntimeError would
+    escape `except KafkaEosError` and kit_error_lines()."""
+    bare = [f"{where}:{line}: {name}" for where, line, name in _builtin_raises()
+            if (where, name) not in BUILTIN_RAISES_ALLOWED]
+    assert bare == [], "raise an error of the kit's root instead:\n" + "\n".join(bare)
+
+
+def test_the_allow_list_of_builtin_raises_is_still_needed():
+    present = {(where, name) for where, _, name in _builtin_raises()}
+    assert BUILTIN_RAISES_ALLOWED <= present, f"no longer raised, drop: {BUILTIN_RAISES_ALLOWED - present}"
+
+
+@pytest.mark.parametrize("error, builtin", [
+    ("InvalidValueError", ValueError), ("InvalidTypeError", TypeError), ("IllegalStateError", RuntimeError),
+    ("MissingExtraError", RuntimeError), ("StateStorageError", OSError),
+    ("StateFileExistsError", FileExistsError), ("StateFileNotFoundError", FileNotFoundError),
+])
+def test_the_general_errors_keep_their_builtin_base(error, builtin):
+    import twophase.errors
+
+    assert issubclass(getattr(twophase.errors, error), KafkaEosError)
+    assert issubclass(getattr(twophase.errors, error), builtin)
+
+
+def test_an_option_error_is_an_invalid_value():
+    from connectors.spark.errors import KafkaEosOptionError
+    from twophase.errors import InvalidValueError
+
+    assert issubclass(KafkaEosOptionError, InvalidValueError) and issubclass(KafkaEosOptionError, ValueError)

@@ -47,3 +47,29 @@ def test_a_stream_reader_loads_the_reader_not_the_sink():
     loaded = loaded_after(statement)
     assert "connectors.spark.reader" in loaded
     assert "connectors.spark.writer" not in loaded and "kafka" not in loaded
+
+
+# What the `tools` extra brings (the command-line tools, plots, metrics, the Docker broker), and
+# pandas: none of it is installed on a lean install's executors (issue 27), so the sink and the
+# source must not import any of it.
+TOOLS_ONLY = ("rich", "matplotlib", "testcontainers", "prometheus_client", "pandas", "docker")
+
+
+def tools_loaded_after(statement: str) -> set[str]:
+    probe = (f"import sys, json\n{statement}\n"
+             f"print(json.dumps(sorted(m for m in {TOOLS_ONLY!r} if m in sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True).stdout
+    return set(json.loads(out.splitlines()[-1]))
+
+
+@pytest.mark.parametrize("statement", [
+    "import connectors.spark",
+    "import connectors.spark.reader, connectors.spark.writer, connectors.spark.write_task",
+    "import connectors.spark.foreach_batch, connectors.spark.dataframe_writer, connectors.spark.commit_protocol",
+    "import connectors.spark.failures, connectors.spark.metrics_listener",
+    "import connectors.kafka.sink, connectors.kafka.source, connectors.kafka.committer",
+    "import twophase.coordinator, twophase.pipeline",
+    "import connectors.tools.worker_python, connectors.tools.command",
+])
+def test_the_sink_and_the_source_import_nothing_of_the_tools_extra(statement):
+    assert tools_loaded_after(statement) == set()

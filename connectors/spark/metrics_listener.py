@@ -29,6 +29,7 @@ Only strings are kept in the listener, so it pickles for Spark Connect.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from typing import Any, Mapping
 
@@ -39,7 +40,7 @@ from pyspark.sql.streaming.listener import (
     QueryTerminatedEvent,
     StreamingQueryListener,
 )
-from twophase.errors import InvalidValueError
+from twophase.errors import InvalidValueError, MissingExtraError
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,9 @@ class KafkaEosMetricsListener(StreamingQueryListener):
         also ask the broker for the sink's open transactions and the source's lag on each batch."""
         if not pushgateway and not textfile:
             raise InvalidValueError("KafkaEosMetricsListener needs pushgateway='host:port' or textfile='/path/x.prom'")
+        if importlib.util.find_spec("prometheus_client") is None:
+            raise MissingExtraError("KafkaEosMetricsListener publishes with prometheus-client, which is not installed: "
+                                    "pip install 'pyspark-kafka-eos[tools]'")
         self.checkpoint_location = checkpoint_location
         self.pushgateway = pushgateway
         self.textfile = textfile
