@@ -13,6 +13,7 @@ from twophase.checkpoint_statistics import (
     CheckpointOutcome,
     CheckpointStatistics,
     CommitTimings,
+    LostTransactionRecord,
     StatisticsTotals,
     decode_statistics,
     encode_statistics,
@@ -43,17 +44,30 @@ def test_the_format_is_versioned_and_round_trips():
     stats = CheckpointStatistics(
         checkpoint_id=7, written_at_ms=123, outcome=CheckpointOutcome.RECOVERED, records=5, transactions=1,
         timings=CommitTimings(total_ms=12.5, end_txn_ms=12.5), lingering_aborted=("p-3-1",),
-        lost_transactions=(), transactional_id_prefix="p", transaction_timeout_ms=900000, restart_budget_ms=60000,
+        lost=(LostTransactionRecord("p-0-1", 3, 7, 2, ("out-0",)),), transactional_id_prefix="p", transaction_timeout_ms=900000, restart_budget_ms=60000,
         totals=StatisticsTotals(checkpoints=3, records=15, recoveries=1, commit_count=3, commit_seconds_sum=0.1,
                                 commit_duration_buckets=(0, 1, 3) + (3,) * (len(COMMIT_DURATION_BUCKETS_S) - 3)))
     data = encode_statistics(stats)
     document = json.loads(data)
-    assert document["format_version"] == 1 and document["statistics"]["outcome"] == "recovered"
+    assert document["format_version"] == 2 and document["statistics"]["outcome"] == "recovered"
     assert decode_statistics(data) == stats
 
 
+def test_a_version_1_record_is_still_read_with_its_lost_ids():
+    stats = CheckpointStatistics(3, 1, CheckpointOutcome.LOST, 9, 3)
+    document = json.loads(encode_statistics(stats))
+    document["format_version"] = 1
+    body = document["statistics"]
+    del body["lost"]
+    body["lost_transactions"] = ["p-0-1", "p-1-1"]
+    body["totals"].pop("lost_records")
+    old = decode_statistics(json.dumps(document).encode())
+    assert old.lost_transactions == ("p-0-1", "p-1-1") and old.lost_records == 0  # counts were not kept
+    assert [t.records for t in old.lost] == [None, None]
+
+
 @pytest.mark.parametrize("mangle", [
-    lambda d: d.replace(b'"format_version": 1', b'"format_version": 99'),
+    lambda d: d.replace(b'"format_version": 2', b'"format_version": 99'),
     lambda d: d[: len(d) // 2],
     lambda d: d.replace(b'"records"', b'"recs"'),
     lambda d: b"[]",
@@ -89,9 +103,12 @@ def test_recoveries_lingering_and_lost_transactions_add_up(tmp_path):
     store = FileCheckpointStore(tmp_path / "state")
     commit(store, 1, lingering_aborted=["p-4-0", "p-5-0"])
     commit(store, 2, outcome=CheckpointOutcome.RECOVERED)
-    commit(store, 3, outcome=CheckpointOutcome.LOST, lost_transactions=["p-0-1"])
+    commit(store, 3, records=10, outcome=CheckpointOutcome.LOST,
+           lost=[LostTransactionRecord("p-0-1", 6), LostTransactionRecord("p-1-1", 4)])
     totals = read_statistics(store, 3).totals
-    assert (totals.recoveries, totals.lingering_aborted, totals.lost_transactions) == (1, 2, 1)
+    assert (totals.recoveries, totals.lingering_aborted, totals.lost_transactions, totals.lost_records) == (1, 2, 2, 10)
+    # Lost transactions are not counted as committed: 2 checkpoints of 10 records and 2 transactions.
+    assert (totals.records, totals.transactions) == (20, 4)
 
 
 def test_a_checkpoint_without_statistics_is_skipped_and_totals_go_on_from_the_newest_earlier_one(tmp_path):

@@ -130,7 +130,7 @@ def test_transaction_timeout_surfaces_transaction_lost_error(fake):
     sink.invoke({"value": b"x"})
     sink.snapshot_state(1)
     fake.advance_time(121_000)
-    with pytest.raises(TransactionLostError, match="cannot be committed"):
+    with pytest.raises(TransactionLostError, match="1 transaction with 1 record was lost"):
         sink.notify_checkpoint_complete(1)
 
 

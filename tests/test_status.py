@@ -203,13 +203,13 @@ def test_a_lost_transaction_is_recorded_and_needs_attention(tmp_path):
     crash_after_storing(query, 1)
     taken = f"{query.options.config.transactional_id_prefix}-1-1"
     query.fake.producer(taken, {}).init_transactions(5)  # another producer fences batch 1's transaction
-    with pytest.raises(Exception, match="cannot be committed"):
+    with pytest.raises(Exception, match="1 transaction with 2 records was lost"):
         SparkCommitProtocol(query.options).recover()
     status = query.status()
     lost = [s for s in status.history if s.lost_transactions]
     assert [(s.checkpoint_id, s.outcome, s.lost_transactions) for s in lost] == [
         (1, CheckpointOutcome.LOST, (taken,))]
-    assert any("lost transaction" in r and taken in r for r in attention_reasons(status))
+    assert any("lost 1 transaction with 2 records" in r and taken in r for r in attention_reasons(status))
 
 
 def test_prometheus_output_parses_and_follows_the_naming_rules(tmp_path):

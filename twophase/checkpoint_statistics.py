@@ -7,12 +7,13 @@ store deletes a checkpoint's whole folder), and read by ``kafka-eos status`` wit
 
 What the file holds (:class:`CheckpointStatistics`): the batch's records and transactions, the
 commit's parts (prepare, store, EndTxn, mark, lingering sweep), how the checkpoint ended
-(committed by its own batch, committed by a recovery after a crash, or a transaction lost), the
-lingering transactions aborted, and what ``status`` needs to find the sink's transactions on the
-broker without the query's options (transactional id prefix, transaction timeout, restart budget).
-It also carries running totals over the query's life (:class:`StatisticsTotals`, the previous
-record's totals plus this checkpoint), so counters and the commit-duration histogram survive
-retention, which keeps only a few checkpoints.
+(committed by its own batch, committed by a recovery after a crash, or transactions lost, each
+listed with its records), the lingering transactions aborted, and what ``status`` needs to find
+the sink's transactions on the broker without the query's options (transactional id prefix,
+transaction timeout, restart budget). It also carries running totals over the query's life
+(:class:`StatisticsTotals`, the previous record's totals plus this checkpoint), so counters and
+the commit-duration histogram survive retention, which keeps only a few checkpoints. Lost
+transactions and their records are counted apart from committed ones.
 
 The ``_metadata`` and ``_committed`` files stay the only source of truth about a checkpoint: a
 missing or unreadable statistics file means "no figures", never "not committed". Recording is
@@ -35,7 +36,10 @@ from twophase.errors import CorruptStatisticsError, InvalidValueError
 log = logging.getLogger(__name__)
 
 STATISTICS_FILE = "_statistics"
-FORMAT_VERSION = 1
+#: 2: every lost transaction is recorded with its records (``lost``), and the totals count lost
+#: records and keep lost ones out of the committed figures. Version 1 (ids only) is still read.
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 #: Upper bounds (seconds) of the commit-duration histogram; fixed, because totals are cumulative
 #: across processes and versions and buckets must line up.
 COMMIT_DURATION_BUCKETS_S: tuple[float, ...] = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -49,6 +53,18 @@ class CheckpointOutcome(str, Enum):
     RECOVERED = "recovered"
     #: At least one transaction could not be committed: its records are lost.
     LOST = "lost"
+
+
+@dataclass(frozen=True)
+class LostTransactionRecord:
+    """One transaction of the checkpoint that could not be committed."""
+
+    transactional_id: str
+    #: Its records; None in a version-1 record, which kept only the id.
+    records: int | None
+    producer_id: int | None = None
+    producer_epoch: int | None = None
+    partitions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -73,6 +89,8 @@ class StatisticsTotals:
     recoveries: int = 0
     lingering_aborted: int = 0
     lost_transactions: int = 0
+    #: Records of the lost transactions (``records`` and ``transactions`` count committed ones only).
+    lost_records: int = 0
     #: Commits with timings, their summed duration, and how many took at most each bound of
     #: COMMIT_DURATION_BUCKETS_S (cumulative, as Prometheus histograms count).
     commit_count: int = 0
@@ -90,11 +108,13 @@ class StatisticsTotals:
             commit_count, seconds = commit_count + 1, seconds + duration_s
         return StatisticsTotals(
             checkpoints=self.checkpoints + 1,
-            records=self.records + stats.records,
-            transactions=self.transactions + stats.transactions,
+            # Lost records were never committed: they count as lost, not as committed.
+            records=self.records + max(0, stats.records - stats.lost_records),
+            transactions=self.transactions + max(0, stats.transactions - len(stats.lost)),
             recoveries=self.recoveries + (stats.outcome is CheckpointOutcome.RECOVERED),
             lingering_aborted=self.lingering_aborted + len(stats.lingering_aborted),
-            lost_transactions=self.lost_transactions + len(stats.lost_transactions),
+            lost_transactions=self.lost_transactions + len(stats.lost),
+            lost_records=self.lost_records + stats.lost_records,
             commit_count=commit_count,
             commit_seconds_sum=seconds,
             commit_duration_buckets=buckets,
@@ -107,11 +127,13 @@ class CheckpointStatistics:
     #: Wall-clock milliseconds when the record was written (just after the commit it describes).
     written_at_ms: int
     outcome: CheckpointOutcome
+    #: Records and transactions the checkpoint holds (committed or lost).
     records: int
     transactions: int
     timings: CommitTimings | None = None
     lingering_aborted: tuple[str, ...] = ()
-    lost_transactions: tuple[str, ...] = ()
+    #: Every transaction of the checkpoint that could not be committed (outcome ``lost``).
+    lost: tuple[LostTransactionRecord, ...] = ()
     #: How long the checkpoint's oldest transaction had been open when its commit was confirmed:
     #: the figure to hold against the transaction timeout (a recovery shows the restart's delay).
     oldest_transaction_age_ms: int | None = None
@@ -120,6 +142,16 @@ class CheckpointStatistics:
     transaction_timeout_ms: int | None = None
     restart_budget_ms: int | None = None
     totals: StatisticsTotals = field(default_factory=StatisticsTotals)
+
+    @property
+    def lost_transactions(self) -> tuple[str, ...]:
+        """The lost transactions' ids."""
+        return tuple(t.transactional_id for t in self.lost)
+
+    @property
+    def lost_records(self) -> int:
+        """Records of the lost transactions (those of a version-1 record are unknown: not counted)."""
+        return sum(t.records or 0 for t in self.lost)
 
 
 def encode_statistics(stats: CheckpointStatistics) -> bytes:
@@ -135,9 +167,9 @@ def decode_statistics(data: bytes) -> CheckpointStatistics:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CorruptStatisticsError(f"not valid JSON ({exc})") from exc
     version = document.get("format_version") if isinstance(document, dict) else None
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS:
         raise CorruptStatisticsError(
-            f"format_version {version!r} is not supported (this version reads {FORMAT_VERSION})")
+            f"format_version {version!r} is not supported (this version reads {READABLE_VERSIONS})")
     body: Any = document.get("statistics")
     try:
         timings = body.get("timings")
@@ -153,7 +185,7 @@ def decode_statistics(data: bytes) -> CheckpointStatistics:
             transactions=int(body["transactions"]),
             timings=None if timings is None else CommitTimings(**{k: float(v) for k, v in timings.items()}),
             lingering_aborted=tuple(str(t) for t in body.get("lingering_aborted", ())),
-            lost_transactions=tuple(str(t) for t in body.get("lost_transactions", ())),
+            lost=_lost_of(version, body),
             oldest_transaction_age_ms=_optional_int(body.get("oldest_transaction_age_ms")),
             transactional_id_prefix=body.get("transactional_id_prefix"),
             transaction_timeout_ms=_optional_int(body.get("transaction_timeout_ms")),
@@ -164,6 +196,15 @@ def decode_statistics(data: bytes) -> CheckpointStatistics:
         )
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise CorruptStatisticsError(f"malformed statistics fields ({exc})") from exc
+
+
+def _lost_of(version: int, body: Any) -> tuple[LostTransactionRecord, ...]:
+    if version == 1:  # ids only: how many records they held was not recorded
+        return tuple(LostTransactionRecord(str(t), None) for t in body.get("lost_transactions", ()))
+    return tuple(LostTransactionRecord(
+        transactional_id=str(t["transactional_id"]), records=_optional_int(t.get("records")),
+        producer_id=_optional_int(t.get("producer_id")), producer_epoch=_optional_int(t.get("producer_epoch")),
+        partitions=tuple(str(p) for p in t.get("partitions", ()))) for t in body.get("lost", ()))
 
 
 def _optional_int(value: Any) -> int | None:
@@ -203,7 +244,7 @@ def retained_statistics(store: FileCheckpointStore) -> list[CheckpointStatistics
 
 def record_statistics(store: FileCheckpointStore, checkpoint_id: int, *, outcome: CheckpointOutcome,
                       records: int, transactions: int, timings: CommitTimings | None = None,
-                      lingering_aborted: Sequence[str] = (), lost_transactions: Sequence[str] = (),
+                      lingering_aborted: Sequence[str] = (), lost: Sequence[LostTransactionRecord] = (),
                       oldest_transaction_begin_ms: int | None = None, transactional_id_prefix: str | None = None, transaction_timeout_ms: int | None = None,
                       restart_budget_ms: int | None = None,
                       totals_before: StatisticsTotals | None = None) -> CheckpointStatistics | None:
@@ -219,7 +260,7 @@ def record_statistics(store: FileCheckpointStore, checkpoint_id: int, *, outcome
         stats = CheckpointStatistics(
             checkpoint_id=checkpoint_id, written_at_ms=now_ms, outcome=outcome,
             records=records, transactions=transactions, timings=timings,
-            lingering_aborted=tuple(lingering_aborted), lost_transactions=tuple(lost_transactions),
+            lingering_aborted=tuple(lingering_aborted), lost=tuple(lost),
             oldest_transaction_age_ms=(None if oldest_transaction_begin_ms is None
                                        else max(0, now_ms - oldest_transaction_begin_ms)),
             transactional_id_prefix=transactional_id_prefix, transaction_timeout_ms=transaction_timeout_ms,

@@ -32,6 +32,7 @@ from connectors.kafka.errors import (
     ProducerFencedError,
     RetriableKafkaError,
     TransactionalIdNotFoundError,
+    LostTransaction,
     TransactionLostError,
 )
 
@@ -72,17 +73,20 @@ class KafkaTransactionCommitter:
     # -- one transaction -------------------------------------------------------------------------
 
     def commit(self, committable: KafkaCommittable, checkpoint_id: int) -> None:
-        """Commit one transaction; safe to repeat."""
+        """Commit one transaction; safe to repeat. A lost one raises :class:`TransactionLostError`
+        naming it alone."""
         if committable.transactional_id is None or committable.record_count == 0:
             return  # nothing was produced, so the broker has no transaction to end
         self._warn_if_old(committable, checkpoint_id)
         try:
             self._end(committable, checkpoint_id, commit=True)
         except _LOST as exc:
-            raise self._lost(committable, checkpoint_id, exc) from exc
+            raise TransactionLostError.for_checkpoint(
+                checkpoint_id, [self._lost(committable, checkpoint_id, exc)]) from exc
         except RetriableKafkaError as exc:
             if _now_ms() >= committable.expires_at_ms:
-                raise self._lost(committable, checkpoint_id, exc) from exc
+                raise TransactionLostError.for_checkpoint(
+                    checkpoint_id, [self._lost(committable, checkpoint_id, exc)]) from exc
             raise
         log.debug("checkpoint %d: committed %s (%d records)", checkpoint_id,
                   committable.transactional_id, committable.record_count)
@@ -133,21 +137,23 @@ class KafkaTransactionCommitter:
                 self.control().end_transaction(committable.transactional_id, committable.identity, commit)
 
     @staticmethod
-    def _lost(committable: KafkaCommittable, checkpoint_id: int, cause: Exception) -> TransactionLostError:
+    def _lost(committable: KafkaCommittable, checkpoint_id: int, cause: Exception) -> LostTransaction:
+        """What was lost with one transaction, logged with its checkpoint and transactional id
+        (the error raised for the checkpoint lists them all)."""
         expired = _now_ms() >= committable.expires_at_ms
-        reason = ("it outlived transaction.timeout.ms="
-                  f"{committable.transaction_timeout_ms} and the broker aborted it" if expired else
-                  "the broker fenced it: its transaction.timeout.ms passed on the broker's clock, or "
-                  "another producer re-initialised its transactional id; either way it was aborted"
+        reason = ("past transaction.timeout.ms" if expired else
+                  "fenced (transaction.timeout.ms passed on the broker's clock, or another producer "
+                  "re-initialised the transactional id)"
                   if isinstance(cause, (ProducerFencedError, InvalidProducerEpochError)) else
-                  f"the broker refused the commit ({cause!r})")
-        message = (f"checkpoint {checkpoint_id}: transaction {committable.transactional_id} with "
-                   f"{committable.record_count} records cannot be committed: {reason}. Those records "
-                   "will never be visible; replay the input from before this checkpoint to recover them.")
-        log.error(message)
-        return TransactionLostError(message, checkpoint_id=checkpoint_id,
-                                    transactional_id=committable.transactional_id or "",
-                                    record_count=committable.record_count)
+                  f"commit refused ({type(cause).__name__})")
+        lost = LostTransaction(
+            transactional_id=committable.transactional_id or "", producer_id=committable.producer_id,
+            producer_epoch=committable.producer_epoch, record_count=committable.record_count,
+            partitions=tuple(str(tp) for tp in committable.partitions), reason=reason)
+        log.error("checkpoint %d: transaction %s (producer id %d, epoch %d, %d records, transaction.timeout.ms=%d) "
+                  "is lost: %s (%r)", checkpoint_id, lost.transactional_id, lost.producer_id, lost.producer_epoch,
+                  lost.record_count, committable.transaction_timeout_ms, reason, cause)
+        return lost
 
     # -- many transactions -----------------------------------------------------------------------
 
@@ -155,13 +161,16 @@ class KafkaTransactionCommitter:
         """Commit every transaction given, all their EndTxn requests in flight at once.
         Transactions that fail retriably are then retried one by one, ``commit_parallelism`` at a
         time. All are attempted even when one fails, so one lost transaction does not leave others
-        open (stalling readers); then the first error is raised."""
+        open (stalling readers). Then every lost transaction is raised in one
+        :class:`TransactionLostError` (the operator must re-produce all of them, not the first);
+        without a loss, the first other error is raised."""
         to_end = [c for c in committables if c.transactional_id is not None and c.record_count != 0]
         if not to_end:
             return
         for committable in to_end:
             self._warn_if_old(committable, checkpoint_id)
         errors: list[BaseException] = []
+        lost: list[LostTransaction] = []
         retry: list[KafkaCommittable] = []
         results = self.control().end_transactions(
             [(c.transactional_id or "", c.identity) for c in to_end], commit=True)
@@ -171,17 +180,27 @@ class KafkaTransactionCommitter:
                 log.debug("checkpoint %d: committed %s (%d records)", checkpoint_id,
                           committable.transactional_id, committable.record_count)
             elif isinstance(error, _LOST):
-                errors.append(self._lost(committable, checkpoint_id, error))
+                lost.append(self._lost(committable, checkpoint_id, error))
             elif isinstance(error, RetriableKafkaError):
                 log.warning("checkpoint %d: commit of %s failed: %r; retrying", checkpoint_id,
                             committable.transactional_id, error)
                 retry.append(committable)
             else:
                 errors.append(error)
-        errors.extend(self._commit_each(retry, checkpoint_id))
+        for error in self._commit_each(retry, checkpoint_id):
+            if isinstance(error, TransactionLostError):
+                lost.extend(error.lost)
+            else:
+                errors.append(error)
+        if lost:
+            # One error for the whole checkpoint: every lost transaction is counted, not the first.
+            for other in errors:
+                log.warning("checkpoint %d: besides the lost transactions, a commit failed: %r", checkpoint_id, other)
+            committed = len(to_end) - len(lost) - len(errors)
+            # Each lost transaction was logged; whoever surfaces the error logs it whole.
+            raise TransactionLostError.for_checkpoint(checkpoint_id, lost, committed=committed)
         if errors:
-            lost = [e for e in errors if isinstance(e, TransactionLostError)]
-            raise (lost or errors)[0]
+            raise errors[0]
 
     def _commit_each(self, committables: Sequence[KafkaCommittable], checkpoint_id: int) -> list[BaseException]:
         """``commit`` (with its retries) for each, ``commit_parallelism`` at a time; the errors."""

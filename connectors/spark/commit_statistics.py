@@ -2,9 +2,9 @@
 
 One call per outcome, made by the commit path: :func:`record_commit` when a batch's commit log
 line is written, :func:`record_recovery` when a restarted driver committed a checkpoint the
-crashed one had stored, :func:`record_lost` when a transaction could not be committed. Each turns
-Kafka committables into counts and the sink's options into the settings ``kafka-eos status``
-needs, and never raises.
+crashed one had stored, :func:`record_lost` when transactions could not be committed (every one of
+the checkpoint, with its records). Each turns Kafka committables into counts and the sink's
+options into the settings ``kafka-eos status`` needs, and never raises.
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Sequence
 
 from connectors.kafka.committable import KafkaCommittable
+from connectors.kafka.errors import LostTransaction
 from connectors.spark.options import SinkOptions
 from twophase.checkpoint_statistics import (
     CheckpointOutcome,
     CommitTimings,
+    LostTransactionRecord,
     StatisticsTotals,
     earlier_statistics_ids,
     read_totals,
@@ -68,6 +70,8 @@ def record_recovery(options: SinkOptions, store: FileCheckpointStore, checkpoint
 
 
 def record_lost(options: SinkOptions, store: FileCheckpointStore, checkpoint_id: int,
-                committables: Sequence[KafkaCommittable], lost_transactional_ids: Sequence[str]) -> None:
+                committables: Sequence[KafkaCommittable], lost: Sequence[LostTransaction]) -> None:
+    """Every lost transaction of the checkpoint, with its records (``TransactionLostError.lost``)."""
     _record(options, store, checkpoint_id, committables, CheckpointOutcome.LOST,
-            lost_transactions=tuple(lost_transactional_ids))
+            lost=tuple(LostTransactionRecord(t.transactional_id, t.record_count, t.producer_id, t.producer_epoch,
+                                             tuple(t.partitions)) for t in lost))

@@ -474,7 +474,8 @@ def _print_status(status: QueryStatus, reasons: list[str]) -> None:
         ("transaction timeout", f"{status.transaction_timeout_ms / 1000:.0f} s"),
         ("since the state began", "-" if totals is None else
          f"{totals.checkpoints} checkpoints, {totals.records} records, {totals.recoveries} recoveries, "
-         f"{totals.lingering_aborted} lingering aborted, {totals.lost_transactions} lost"),
+         f"{totals.lingering_aborted} lingering aborted, "
+         f"{totals.lost_transactions} transactions lost ({totals.lost_records:,} records)"),
         ("state", status.state_dir),
     ):
         summary.add_row(what, Text(value))
@@ -497,14 +498,15 @@ def _print_status(status: QueryStatus, reasons: list[str]) -> None:
     if status.history:
         table = Table(title="retained checkpoints")
         for column in ("checkpoint", "outcome", "records", "txns", "commit ms", "prepare", "store", "EndTxn",
-                       "mark", "sweep", "lingering aborted"):
+                       "mark", "sweep", "lingering aborted", "lost txns (records)"):
             table.add_column(column)
         for st in status.history:
             t = st.timings
             parts = ([f"{v:.0f}" for v in (t.total_ms, t.prepare_ms, t.store_ms, t.end_txn_ms, t.mark_ms, t.sweep_ms)]
                      if t else ["-"] * 6)
             table.add_row(str(st.checkpoint_id), st.outcome.value, str(st.records), str(st.transactions), *parts,
-                          str(len(st.lingering_aborted)))
+                          str(len(st.lingering_aborted)),
+                          f"{len(st.lost)} ({st.lost_records:,})" if st.lost else "0")
         out.print(table)
     if reasons:
         for reason in reasons:

@@ -81,7 +81,9 @@ ENGINES: dict[str, Engine] = {
 }
 
 TRANSACTION_LOST = re.compile(r"TransactionLostError")
-_LOST_RECORDS = re.compile(r"with (\d+) records cannot be committed")
+#: The one TransactionLostError of a checkpoint, which counts every transaction it lost:
+#: "checkpoint 0: 3 transactions with 1,999 records were lost ...".
+_LOST_RECORDS = re.compile(r"(\d+) transactions? with ([\d,]+) records (?:was|were) lost")
 _FAILPOINT_FIRED = re.compile(r"failpoint (\w+) fired")
 _TASK_FAILURE_INJECTED = re.compile(r"injected task failure")
 
@@ -168,6 +170,7 @@ class RunResult:
     failpoints_fired: list[str] = field(default_factory=list)
     transaction_lost: bool = False
     lost_records_reported: int = 0
+    lost_transactions_reported: int = 0
     #: Executor task failures the run's log shows were injected (KAFKA_EOS_TASK_FAILURE_RATE).
     task_failures_injected: int = 0
 
@@ -191,6 +194,7 @@ class RunResult:
             "fault_end_ms": self.fault_end_ms,
             "failpoints_fired": self.failpoints_fired, "transaction_lost": self.transaction_lost,
             "lost_records_reported": self.lost_records_reported,
+            "lost_transactions_reported": self.lost_transactions_reported,
             "task_failures_injected": self.task_failures_injected,
         }
 
@@ -259,7 +263,10 @@ class JobRun:
         text = result.log_path.read_text(errors="replace") if result.log_path.exists() else ""
         result.failpoints_fired = _FAILPOINT_FIRED.findall(text)
         result.transaction_lost = bool(TRANSACTION_LOST.search(text))
-        result.lost_records_reported = max((int(n) for n in _LOST_RECORDS.findall(text)), default=0)
+        # The largest report (a restart that commits the checkpoint again reports the same loss).
+        lost = [(int(records.replace(",", "")), int(transactions))
+                for transactions, records in _LOST_RECORDS.findall(text)]
+        result.lost_records_reported, result.lost_transactions_reported = max(lost, default=(0, 0))
         result.task_failures_injected = len(_TASK_FAILURE_INJECTED.findall(text))
         if result.fault_start_ms is None and result.exit_code not in (0, None):
             result.fault_start_ms = result.fault_end_ms = result.end_ms

@@ -86,13 +86,15 @@ class QueryStatusCollector(Collector):
         totals = newest.totals
         for name, doc, value in (
             ("checkpoints_committed", "Checkpoints committed (by their batch or by a recovery).", totals.checkpoints),
-            ("records_committed", "Records in committed checkpoints.", totals.records),
-            ("transactions_committed", "Transactions committed.", totals.transactions),
+            ("records_committed", "Records committed (lost ones are counted apart).", totals.records),
+            ("transactions_committed", "Transactions committed (lost ones are counted apart).", totals.transactions),
             ("recoveries", "Checkpoints a restarted driver had to commit after a crash.", totals.recoveries),
             ("lingering_transactions_aborted", "Transactions of crashed tasks aborted by the sweep.",
              totals.lingering_aborted),
-            ("transactions_lost", "Transactions that could not be committed (their records are lost).",
-             totals.lost_transactions),
+            ("transactions_lost", "Transactions that could not be committed (their records are lost), every "
+             "one of each checkpoint.", totals.lost_transactions),
+            ("records_lost", "Records of the transactions that could not be committed; a restart cannot "
+             "recover them: re-produce them from the source.", totals.lost_records),
         ):
             counter = CounterMetricFamily(f"{PREFIX}_{name}", doc, labels=["query_id"])
             counter.add_metric(q, value)

@@ -648,14 +648,18 @@ class Replay:
         reported = any(run.transaction_lost for run in result.runs)
         failed_runs = [run for run in result.runs if not run.succeeded]
         losses = report.count("lost_writes")
-        lost_by_job = max((run.lost_records_reported for run in result.runs), default=0)
+        # The job's one error per checkpoint counts every lost transaction, as `status` does.
+        lost_records, lost_transactions = max(
+            ((run.lost_records_reported, run.lost_transactions_reported) for run in result.runs), default=(0, 0))
         if reported and failed_runs and failed_runs[-1].transaction_lost:
             result.status = PASSED
             result.verdict = "loss detected and reported (TransactionLostError)"
-            result.notes.append(f"the job reported a lost transaction of {lost_by_job} records; verify "
-                                f"counts {losses} records missing (the lost transaction plus the input the "
-                                "stopped job never reached). Replaying the input from before that "
-                                "checkpoint recovers them.")
+            plural = "s" if lost_transactions != 1 else ""
+            result.notes.append(f"the job reported {lost_transactions} lost transaction{plural} with "
+                                f"{lost_records:,} records (as `kafka-eos status` counts them); verify "
+                                f"counts {losses} records missing (the lost transaction{plural} plus the input "
+                                "the stopped job never reached). A restart cannot recover them; re-producing "
+                                "the input from where that checkpoint began does.")
             if report.count("duplicates") or report.count("aborted_reads") or report.count("unexpected"):
                 result.status = FAILED
                 result.verdict += "; NOT exactly-once otherwise: " + _anomaly_text(report)

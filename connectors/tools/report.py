@@ -88,8 +88,8 @@ def markdown(result: ReplayResult, plot_file: str | None = None) -> str:
         "copies of input records in it; aborted reads are output records whose input record "
         "belongs to an aborted transaction (the input holds one on purpose). Recovery time runs "
         "from a fault to the first checkpoint committed after it. "
-        "\"Loss detected and reported\" means the job failed with TransactionLostError, naming the "
-        "lost transaction, instead of losing records silently.",
+        "\"Loss detected and reported\" means the job failed with TransactionLostError, naming every "
+        "lost transaction of the checkpoint and counting their records, instead of losing records silently.",
         "",
         "## Notes",
         "",

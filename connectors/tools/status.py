@@ -13,7 +13,8 @@ It reads three things, none of which needs the query to run:
 
 :func:`attention_reasons` turns that into the reasons an operator must look, one line each: a
 pending checkpoint older than the restart budget, a transaction open longer than half its
-timeout, a lost transaction among the retained checkpoints.
+timeout, lost transactions among the retained checkpoints (all of a checkpoint's, with their
+records, and the source offsets its input began and ended at: a restart cannot bring them back).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any, Mapping
 from connectors.kafka.clients import KafkaClients, OpenTransaction, TopicPartition
 from connectors.kafka.committable import KafkaCommittable
 from connectors.kafka.config import DEFAULT_RESTART_BUDGET_MS, DEFAULT_TRANSACTION_TIMEOUT_MS
-from connectors.kafka.source import from_offsets
+from connectors.kafka.source import from_offsets, to_offsets
 from connectors.kafka.transactional_ids import TransactionalIdPool
 from connectors.spark.errors import QueryCheckpointError
 from connectors.spark.options import state_dir_under
@@ -71,6 +72,19 @@ class PartitionLag:
         return max(0, self.end_offset - self.committed_offset)
 
 
+@dataclass(frozen=True)
+class LostInput:
+    """The input of a checkpoint whose transactions were lost, from Spark's offset log: what must be
+    read again to re-produce their records. Offsets are Spark's ``startingOffsets`` JSON."""
+
+    checkpoint_id: int
+    #: Where the batch began (offsets of batch N-1); None for batch 0, which began at the
+    #: query's startingOffsets, or when that entry is gone.
+    from_offsets: dict[str, dict[str, int]] | None
+    #: Where it ended (offsets of batch N); None when Spark's entry is gone.
+    to_offsets: dict[str, dict[str, int]] | None
+
+
 @dataclass
 class QueryStatus:
     checkpoint_location: str
@@ -90,6 +104,12 @@ class QueryStatus:
     open_transactions: list[OpenTransactionStatus] = field(default_factory=list)
     lag: list[PartitionLag] = field(default_factory=list)
     history: list[CheckpointStatistics] = field(default_factory=list)
+    #: The input of each retained checkpoint that lost transactions, by checkpoint id.
+    lost_inputs: dict[int, LostInput] = field(default_factory=dict)
+
+    @property
+    def lost_checkpoints(self) -> list[CheckpointStatistics]:
+        return [s for s in self.history if s.lost]
 
     @property
     def newest_statistics(self) -> CheckpointStatistics | None:
@@ -114,13 +134,13 @@ class QueryStatus:
             "lag": [{"topic": p.topic, "partition": p.partition, "committed_offset": p.committed_offset,
                      "end_offset": p.end_offset, "lag": p.lag} for p in self.lag],
             "totals": asdict(self.newest_statistics.totals) if self.newest_statistics else None,
-            "history": [_history_entry(s) for s in self.history],
+            "history": [_history_entry(s, self.lost_inputs.get(s.checkpoint_id)) for s in self.history],
             "attention": attention_reasons(self),
         }
 
 
-def _history_entry(stats: CheckpointStatistics) -> dict[str, Any]:
-    return {
+def _history_entry(stats: CheckpointStatistics, lost_input: LostInput | None = None) -> dict[str, Any]:
+    entry = {
         "id": stats.checkpoint_id, "written_at_ms": stats.written_at_ms, "outcome": stats.outcome.value,
         "records": stats.records, "transactions": stats.transactions,
         "commit_ms": None if stats.timings is None else round(stats.timings.total_ms, 1),
@@ -131,13 +151,22 @@ def _history_entry(stats: CheckpointStatistics) -> dict[str, Any]:
         "oldest_transaction_age_ms": stats.oldest_transaction_age_ms,
         "lingering_aborted": list(stats.lingering_aborted),
         "lost_transactions": list(stats.lost_transactions),
+        "lost_records": stats.lost_records,
+        "lost": [asdict(t) for t in stats.lost],
     }
+    if lost_input is not None:
+        entry["lost_input"] = {"from_offsets": lost_input.from_offsets, "to_offsets": lost_input.to_offsets}
+    return entry
 
 
 def attention_reasons(status: QueryStatus) -> list[str]:
     """Why the query needs attention, one line each; empty when it is healthy."""
     reasons = []
-    if status.pending is not None and status.pending.age_ms > status.restart_budget_ms:
+    lost_ids = {s.checkpoint_id for s in status.lost_checkpoints}
+    # A pending checkpoint that lost transactions is not waiting for a restart: the restart
+    # commits it again and fails the same way. Its own reason below says what to do.
+    if (status.pending is not None and status.pending.id not in lost_ids
+            and status.pending.age_ms > status.restart_budget_ms):
         reasons.append(
             f"checkpoint {status.pending.id} was stored {status.pending.age_ms / 1000:.0f} s ago and its commit "
             f"is not confirmed (more than the restart budget of {status.restart_budget_ms / 1000:.0f} s): "
@@ -149,12 +178,41 @@ def attention_reasons(status: QueryStatus) -> list[str]:
                 f"transaction {txn.transactional_id} has been open {txn.age_ms / 1000:.0f} s, more than half of "
                 f"its timeout of {txn.timeout_ms / 1000:.0f} s; read_committed consumers of "
                 f"{', '.join(txn.partitions) or 'its partitions'} are stalled behind it")
-    for stats in status.history:
-        if stats.lost_transactions:
-            reasons.append(
-                f"checkpoint {stats.checkpoint_id} lost transaction(s) {', '.join(stats.lost_transactions)}: "
-                "their records were never committed; replay the input from before that checkpoint")
+    for stats in status.lost_checkpoints:
+        reasons.append(lost_reason(stats, status.lost_inputs.get(stats.checkpoint_id), status.transaction_timeout_ms))
     return reasons
+
+
+def lost_reason(stats: CheckpointStatistics, lost_input: LostInput | None, transaction_timeout_ms: int) -> str:
+    """One line: every lost transaction of the checkpoint with its records, why a restart cannot
+    help, and what the kit offers instead."""
+    count, records = len(stats.lost), stats.lost_records
+    unknown = sum(1 for t in stats.lost if t.records is None)
+    listed = ", ".join(t.transactional_id + ("" if t.records is None else f" ({t.records:,} records)")
+                       for t in stats.lost)
+    n = stats.checkpoint_id
+    total = f"{records:,} records" + (f" (and the records of {unknown} recorded without a count)" if unknown else "")
+    if lost_input is not None and lost_input.from_offsets is not None:
+        rewind = (f"rewind the query to where batch {n} began: start it on a new checkpointLocation (and a "
+                  f"fresh eos.stateDir, if set) with startingOffsets={json.dumps(lost_input.from_offsets)} "
+                  f"(Spark's offset log, batch {n - 1})")
+    else:
+        rewind = (f"rewind the query to where batch {n} began: start it on a new checkpointLocation (and a "
+                  "fresh eos.stateDir, if set) with startingOffsets set to "
+                  + ("the offsets the query first started at (Spark's offset log holds where batches end, "
+                     "not where batch 0 began)" if n == 0 else f"the offsets of Spark's offset log entry {n - 1}"))
+    if lost_input is not None and lost_input.to_offsets is not None:
+        rewind += f"; batch {n} read up to {json.dumps(lost_input.to_offsets)}"
+    committed = stats.transactions - count
+    partial = (f" ({committed} other transaction{'s' if committed != 1 else ''} of checkpoint {n} did commit: a "
+               "rewind writes their records again, so replay only the lost ones' records then)"
+               if committed > 0 else "")
+    return (f"checkpoint {n} lost {count} transaction{'s' if count != 1 else ''} with {total}, aborted by the "
+            f"broker before commit: {listed}. A restart cannot recover a lost transaction (it commits checkpoint "
+            f"{n} again and fails the same way). Re-produce the records from the source: {rewind}, or replay them "
+            f"by hand{partial}; then keep commits and restarts within the transaction timeout of "
+            f"{transaction_timeout_ms / 1000:.0f} s, or raise eos.transactionTimeoutMs (at most the brokers' "
+            "transaction.max.timeout.ms)")
 
 
 def wall_clock_ms() -> int:
@@ -238,6 +296,8 @@ def read_status(checkpoint_location: str, clients: KafkaClients | None, *, state
             raise StatusUnavailableError(f"no checkpoint in {directory} is readable (see the log)")
         status.history = retained_statistics(store)
         _settings(status, store)
+        status.lost_inputs = {s.checkpoint_id: _lost_input(checkpoint_location, s.checkpoint_id)
+                              for s in status.lost_checkpoints}
     except (OSError, CorruptCheckpointError) as exc:
         raise StatusUnavailableError(f"cannot read the sink's state {directory}: {exc}") from exc
     if latest is not None:
@@ -254,6 +314,21 @@ def read_status(checkpoint_location: str, clients: KafkaClients | None, *, state
         if last_batch is not None:
             status.lag = _lag(clients, committed_source_offsets(checkpoint_location, last_batch))
     return status
+
+
+def _lost_input(checkpoint_location: str, batch_id: int) -> LostInput:
+    """Where lost batch ``batch_id``'s input began and ended, from Spark's offset log; an entry
+    that is gone (Spark keeps a bounded number) is None."""
+    def offsets_of(batch: int) -> dict[str, dict[str, int]] | None:
+        if batch < 0:
+            return None
+        try:
+            return to_offsets(committed_source_offsets(checkpoint_location, batch)) or None
+        except (StatusUnavailableError, OSError) as exc:
+            log.info("batch %d: its source offsets are not in Spark's offset log (%s)", batch, exc)
+            return None
+
+    return LostInput(batch_id, offsets_of(batch_id - 1), offsets_of(batch_id))
 
 
 def _open_transactions(clients: KafkaClients, prefix: str, now_ms: int) -> list[OpenTransactionStatus]:
