@@ -20,6 +20,12 @@ action fires every time.
 the job's process group id to SIGKILL that whole group instead: the job dies as if its host lost
 power. (Spark's worker daemon puts workers in a group of their own, so "the caller's group" would
 not reach the driver.)
+
+Set ``KAFKA_EOS_FAILPOINT_LOG`` to a file and every firing also appends its log line there,
+written straight to the file before the action: a process killed by its own failpoint (or a
+Spark Python worker, whose output reaches the job's log through a JVM thread the kill ends first)
+still leaves the line. ``kafka-eos replay`` points it at each run's log, so the log confirms
+which failpoint fired.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ log = logging.getLogger(__name__)
 
 ENV_VAR = "KAFKA_EOS_FAILPOINTS"
 KILL_GROUP_ENV = "KAFKA_EOS_FAILPOINT_KILL_GROUP"
+LOG_FILE_ENV = "KAFKA_EOS_FAILPOINT_LOG"
 EXIT_CODE = 137
 
 BEFORE_PRE_COMMIT = "before_pre_commit"
@@ -158,6 +165,7 @@ def hit(name: str, **context: object) -> None:
     details = " ".join(f"{k}={v}" for k, v in context.items())
     # The pid tells a test which process to fault while this one is held in a sleep.
     log.warning("failpoint %s fired (%s, hit %d, pid %d) %s", name, action, count, os.getpid(), details)
+    _append_to_log_file(f"failpoint {name} fired ({action}, hit {count}, pid {os.getpid()}) {details}")
     if action.kind == "sleep":
         time.sleep(action.sleep_ms / 1000)
     elif action.kind == "raise":
@@ -171,6 +179,22 @@ def hit(name: str, **context: object) -> None:
         if group:
             os.killpg(int(group), signal.SIGKILL)
         os._exit(EXIT_CODE)
+
+
+def _append_to_log_file(line: str) -> None:
+    """Append ``line`` to ``KAFKA_EOS_FAILPOINT_LOG``, if set: one unbuffered ``O_APPEND`` write,
+    in the kernel before the action runs, so that even a SIGKILL right after leaves it."""
+    path = os.environ.get(LOG_FILE_ENV)
+    if not path:
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{line.rstrip()}\n".encode())
+        finally:
+            os.close(fd)
+    except OSError as exc:  # a confirmation channel must never change what the failpoint does
+        log.warning("could not append to %s=%s: %s", LOG_FILE_ENV, path, exc)
 
 
 load_from_env()

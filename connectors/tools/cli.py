@@ -51,8 +51,17 @@ from connectors.tools.errors import (
 from connectors.tools.demo import DemoOptions, demo_broker, run_demo
 from connectors.tools.jobs import ENGINES, JobTemplate
 from connectors.tools.loader import load_input
-from connectors.tools.replay import DEMO_SCENARIOS, Replay, ReplayOptions, ReplayResult, parse_scenarios
-from connectors.tools.report import COLUMNS, ReportFiles, table_rows, write_reports
+from connectors.tools.replay import (
+    DEMO_SCENARIOS,
+    INCONCLUSIVE,
+    PASSED,
+    SKIPPED,
+    Replay,
+    ReplayOptions,
+    ReplayResult,
+    parse_scenarios,
+)
+from connectors.tools.report import COLUMNS, ReportFiles, overall, table_rows, title, write_reports
 from connectors.tools.status import QueryStatus, attention_reasons, read_status
 from connectors.tools.transactions import sink_footprint
 from connectors.tools.verify import IdSpec, ProgressCallback, VerifyReport, verify
@@ -101,7 +110,13 @@ def _count(text: str, minimum: int = 0) -> int:
 
 
 def _positive_int(text: str) -> int:
+    """An integer >= 0 (a count where none is meaningful: aborted records, samples)."""
     return _count(text, 0)
+
+
+def _at_least_one(text: str) -> int:
+    """An integer >= 1: records to load and replay (none would make an empty PASSED), a batch size."""
+    return _count(text, 1)
 
 
 def _partitions(text: str) -> int:
@@ -160,7 +175,7 @@ def _add_job_options(parser: argparse.ArgumentParser, kills: int) -> None:
                         help="seconds between time-triggered checkpoints of the in-process job (which also "
                              "checkpoints after every --batch-records records), {checkpoint_interval} of a "
                              "job command (default: 0.2)")
-    parser.add_argument("--batch-records", type=_positive_int, default=None,
+    parser.add_argument("--batch-records", type=_at_least_one, default=None,
                         help="records per poll and per checkpoint (in-process) or per micro-batch (Spark), "
                              "{batch_records} of a job command (default: 500 in-process, 2000 Spark); "
                              "failpoint hits are planned from it")
@@ -215,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "from KAFKA_HOME or Maven Central (which scenario rolling_restart bounces one at a time)")
     _add_kafka_version(r)
     r.add_argument("--input", required=True, help="input topic (created and loaded with --load)")
-    r.add_argument("--load", type=_positive_int, default=None, metavar="N",
+    r.add_argument("--load", type=_at_least_one, default=None, metavar="N",
                    help="first load N records with unique ids into --input")
     r.add_argument("--partitions", type=_partitions, default=3, help="partitions of a topic --load creates")
     r.add_argument("--output-prefix", default=None, help="output topics are PREFIX-<scenario>")
@@ -267,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--bootstrap", default=None,
                    help="Kafka bootstrap servers; default: KAFKA_BOOTSTRAP_SERVERS, Docker, KAFKA_HOME, or Kafka "
                         "from Maven Central")
-    d.add_argument("--records", type=_positive_int, default=20_000, help="input records (default: 20000)")
+    d.add_argument("--records", type=_at_least_one, default=20_000, help="input records, >= 1 (default: 20000)")
     d.add_argument("--partitions", type=_partitions, default=3)
     d.add_argument("--require-broker", action="store_true",
                    help="exit with status 2 when no broker is found, instead of running on the kit's "
@@ -314,18 +329,20 @@ def _print_verify(report: VerifyReport) -> None:
 
 
 def _print_table(result: ReplayResult) -> None:
-    table = Table(title=f"kafka-eos replay: {result.engine} engine, seed {result.seed}", show_lines=False)
+    table = Table(title=f"{title(result)}: {result.engine} engine, seed {result.seed}", show_lines=False)
     for column in COLUMNS:
         table.add_column(column, overflow="fold")
-    for row in table_rows(result):
-        verdict = row[-1]
-        style = ("green" if verdict.startswith(("exactly-once", "loss detected"))
-                 else "yellow" if verdict.startswith(("skipped", "not applicable")) or "did not" in verdict
-                 else "red")
+    for scenario, row in zip(result.scenarios, table_rows(result)):
+        # By status, not wording: an intended, reported loss is green, an inconclusive one yellow.
+        style = {PASSED: "green", SKIPPED: "yellow", INCONCLUSIVE: "yellow"}.get(scenario.status, "red")
         # Text, not markup: a topic name or an error message may contain brackets.
-        table.add_row(*(Text(cell) for cell in row[:-1]), Text(verdict, style=style))
+        table.add_row(*(Text(cell) for cell in row[:-1]), Text(row[-1], style=style))
     out.print(table)
-    out.print("PASSED" if result.passed else "FAILED", style="bold green" if result.passed else "bold red")
+    word, why = overall(result)
+    line = Text(word, style="bold green" if result.passed else "bold red")
+    if why:
+        line.append(f": {why}")
+    out.print(line, soft_wrap=True)
 
 
 def _print_simulated_notice(detail: str | None = None) -> None:

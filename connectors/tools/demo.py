@@ -107,5 +107,6 @@ def run_demo(options: DemoOptions, found: DemoBroker, *, progress: ProgressCallb
             run_timeout_s=options.run_timeout_s, broker=broker,
         ), progress=progress, events=events)
         result = replay.run()
+    result.command = "demo"  # the reports and the console table are titled after it
     files = write_reports(result, options.reports_dir / run_id)
     return result, files

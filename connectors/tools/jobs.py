@@ -21,6 +21,12 @@ inconclusive.
 
 Each run starts in a new session (its own process group), so ``kill -9`` reaches the job and
 every process it spawned (a Spark driver's JVM), and nothing else.
+
+A run's log is also its failpoints' record: the run gets ``KAFKA_EOS_FAILPOINT_LOG`` pointing at
+its log, to which every failpoint that fires (in any process of the job built on ``twophase``)
+appends ``failpoint NAME fired (...)`` before it acts, so even a Spark Python worker that kills
+its whole job leaves the line its own output would lose. The log is opened in append mode, so the
+job's output and those lines never overwrite each other.
 """
 
 from __future__ import annotations
@@ -84,7 +90,9 @@ TRANSACTION_LOST = re.compile(r"TransactionLostError")
 #: The one TransactionLostError of a checkpoint, which counts every transaction it lost:
 #: "checkpoint 0: 3 transactions with 1,999 records were lost ...".
 _LOST_RECORDS = re.compile(r"(\d+) transactions? with ([\d,]+) records (?:was|were) lost")
-_FAILPOINT_FIRED = re.compile(r"failpoint (\w+) fired")
+#: A failpoint's line, from its logger or appended by it (KAFKA_EOS_FAILPOINT_LOG); the details in
+#: parentheses (action, hit, pid) tell a firing's two lines from two firings.
+_FAILPOINT_FIRED = re.compile(r"failpoint (\w+) fired(?: \((.*?hit \d+(?:, pid \d+)?)\))?")
 _TASK_FAILURE_INJECTED = re.compile(r"injected task failure")
 
 
@@ -209,17 +217,26 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def failpoints_fired(log_text: str) -> list[str]:
+    """The failpoints a run's log shows fired, in order, each firing once although its line may
+    be there twice (from the job's logger and appended by the failpoint)."""
+    firings = dict.fromkeys((name, details) for name, details in _FAILPOINT_FIRED.findall(log_text))
+    return [name for name, _details in firings]
+
+
 class JobRun:
     """One started run of the job, in its own session; output goes to ``log_path``."""
 
     def __init__(self, argv: list[str], env_overrides: Mapping[str, str], log_path: Path) -> None:
-        env = {k: v for k, v in os.environ.items() if k != "KAFKA_EOS_FAILPOINTS"}
+        env = {k: v for k, v in os.environ.items() if k != failpoints.ENV_VAR}
         env.update(env_overrides)
+        # Failpoints append their line to the log themselves (see the module docstring).
+        env[failpoints.LOG_FILE_ENV] = str(log_path)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self.result = RunResult(list(argv), dict(env_overrides), log_path, start_ms=_now_ms())
-        with open(log_path, "wb") as out:
-            out.write(f"$ {shlex.join(argv)}  # env {dict(env_overrides)}\n".encode())
-            out.flush()
+        log_path.write_bytes(f"$ {shlex.join(argv)}  # env {dict(env_overrides)}\n".encode())
+        # Append mode: every write of the job lands at the end, after any line a failpoint appended.
+        with open(log_path, "ab") as out:
             self._process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         log.info("job started (pid %d): %s", self._process.pid, shlex.join(argv))
@@ -261,7 +278,7 @@ class JobRun:
         result.end_ms = _now_ms()
         result.exit_code = self._process.returncode
         text = result.log_path.read_text(errors="replace") if result.log_path.exists() else ""
-        result.failpoints_fired = _FAILPOINT_FIRED.findall(text)
+        result.failpoints_fired = failpoints_fired(text)
         result.transaction_lost = bool(TRANSACTION_LOST.search(text))
         # The largest report (a restart that commits the checkpoint again reports the same loss).
         lost = [(int(records.replace(",", "")), int(transactions))

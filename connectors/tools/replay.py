@@ -72,6 +72,7 @@ from connectors.tools.broker import (
     Broker,
     retry_transient,
 )
+from connectors.tools.errors import UsageError
 from connectors.tools.job_metrics import CheckpointEvent, read_metrics
 from connectors.tools.jobs import JobRun, JobTemplate, RunResult
 from connectors.tools.loader import ensure_topic
@@ -189,6 +190,8 @@ class ReplayResult:
     scenarios: list[ScenarioResult]
     #: True when the cluster was the kit's embedded test cluster, not a Kafka broker.
     simulated: bool = False
+    #: The command that ran the scenarios (``replay`` or ``demo``), which names the reports.
+    command: str = "replay"
 
     @property
     def passed(self) -> bool:
@@ -199,6 +202,7 @@ class ReplayResult:
         notice = {"notice": SIMULATED_NOTICE, "real_broker": REAL_BROKER_HELP} if self.simulated else {}
         return {
             **notice,
+            "command": self.command,
             "bootstrap": self.bootstrap, "broker": self.broker_origin, "simulated": self.simulated,
             "input_topic": self.input_topic, "engine": self.engine, "job_command": self.job_command,
             "seed": self.seed, "passed": self.passed,
@@ -238,6 +242,10 @@ class Replay:
         partitions = len(retry_transient(lambda: self._partitions(opts.input_topic), f"partitions of {opts.input_topic}"))
         self._input_records = retry_transient(lambda: committed_record_count(self.clients, opts.input_topic),
                                               f"records of {opts.input_topic}")
+        if not self._input_records:
+            # Every scenario would pass with nothing to copy: an empty PASSED proves nothing.
+            raise UsageError(f"input topic {opts.input_topic!r} holds no committed records, so there is "
+                             "nothing to replay; load records into it first (--load N, N >= 1)")
         order = sorted(opts.scenarios, key=lambda n: n != "baseline")  # baseline first: it times the job
         results = [self._scenario(name, partitions) for name in order]
         return ReplayResult(opts.bootstrap, opts.broker.origin if opts.broker else None, opts.input_topic,
@@ -474,8 +482,9 @@ class Replay:
             outcome = run.wait(opts.run_timeout_s)
             result.runs.append(outcome)
             self._progress_event(name, outcome, number)
-            if "failpoint" in step and not self._failpoint_hit(outcome):
-                result.notes.append(f"run {number}: failpoint {step['failpoint']} did not fire")
+            if "failpoint" in step and not self._failpoint_hit(outcome, step["failpoint"]):
+                result.notes.append(f"run {number}: failpoint {step['failpoint']} did not fire (no "
+                                    f"'failpoint {_failpoint_name(step['failpoint'])} fired' in {outcome.log_path})")
             if outcome.succeeded:
                 return
             if not step and not outcome.killed:
@@ -545,10 +554,18 @@ class Replay:
         result.fault += f"; all done in {(_now_ms() - started) / 1000:.1f} s"
 
     @staticmethod
-    def _failpoint_hit(run: RunResult) -> bool:
-        # The log line may be missing (a Spark Python worker's log does not reach the job's
-        # output), but only a failpoint ends a run of a failpoint step by SIGKILL or exit 137.
-        return bool(run.failpoints_fired) or run.died_abruptly
+    def _failpoint_hit(run: RunResult, failpoint: str) -> bool:
+        """True when the run's log confirms that ``failpoint`` (a name, or a ``NAME:ACTION@HIT``
+        spec) fired. Every failpoint appends its line to the run's log before it acts
+        (``KAFKA_EOS_FAILPOINT_LOG``), so a job that dies by it still confirms it; an exit code
+        alone does not (a job may die at 137 for other reasons)."""
+        return _failpoint_name(failpoint) in run.failpoints_fired
+
+    def _failpoints_never_fired(self, result: ScenarioResult) -> list[str]:
+        """The failpoints a failpoint scenario planned that no run's log shows fired."""
+        planned = ([failpoints.AFTER_CHECKPOINT_STORED, failpoints.DURING_RESTORE]
+                   if result.name == failpoints.DURING_RESTORE else [result.name])
+        return [name for name in planned if not any(self._failpoint_hit(run, name) for run in result.runs)]
 
     def _progress_event(self, name: str, outcome: RunResult, number: int) -> None:
         how = ("killed" if outcome.killed else "timed out" if outcome.timed_out
@@ -617,7 +634,13 @@ class Replay:
         finished = last is not None and last.succeeded
         if report.exactly_once and finished:
             result.status, result.verdict = PASSED, "exactly-once"
-            if self._fault_missed(result):
+            never_fired = self._failpoints_never_fired(result) if result.name in FAILPOINT_SCENARIOS else []
+            if never_fired:
+                # Not a passed fault scenario: the fault it is about never happened.
+                result.status = INCONCLUSIVE
+                result.verdict = (f"inconclusive: failpoint {', '.join(never_fired)} never fired "
+                                  "(exactly-once without it)")
+            elif self._fault_missed(result):
                 result.status = INCONCLUSIVE
                 result.verdict = ("exactly-once, but no task failure was injected (another --seed may inject some)"
                                   if result.name == "task_failures" else
@@ -640,7 +663,7 @@ class Replay:
         if result.name == "task_failures":
             return not any(run.task_failures_injected for run in result.runs)
         if result.name in FAILPOINT_SCENARIOS:
-            return not any(self._failpoint_hit(run) for run in result.runs)
+            return bool(self._failpoints_never_fired(result))
         return not any(run.fault_start_ms is not None for run in result.runs)
 
     @staticmethod
@@ -653,7 +676,9 @@ class Replay:
             ((run.lost_records_reported, run.lost_transactions_reported) for run in result.runs), default=(0, 0))
         if reported and failed_runs and failed_runs[-1].transaction_lost:
             result.status = PASSED
-            result.verdict = "loss detected and reported (TransactionLostError)"
+            # The number is the Losses column's: what the scenario lost, next to why that passes.
+            result.verdict = (f"{losses:,} record{'s' if losses != 1 else ''} lost, as the scenario intends: "
+                              "loss detected and reported (TransactionLostError)")
             plural = "s" if lost_transactions != 1 else ""
             result.notes.append(f"the job reported {lost_transactions} lost transaction{plural} with "
                                 f"{lost_records:,} records (as `kafka-eos status` counts them); verify "
@@ -669,6 +694,11 @@ class Replay:
         else:
             result.status = INCONCLUSIVE
             result.verdict = "the transaction was not aborted in time (no loss, nothing to report)"
+
+
+def _failpoint_name(failpoint: str) -> str:
+    """``mid_commit`` of ``mid_commit:exit@2`` (or of ``mid_commit``)."""
+    return failpoint.partition(":")[0]
 
 
 def _pick_hit(rng: random.Random, first: int, last: int) -> int:

@@ -6,6 +6,7 @@ first checkpoint committed afterwards) as a shaded band: people would rather loo
 
 A run on the kit's embedded test cluster is labelled with the simulated-Kafka notice first and
 last in the Markdown and JSON reports, in every verdict of the table, and in the plot's title.
+The titles name the command that ran the scenarios (``kafka-eos demo`` or ``kafka-eos replay``).
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from __future__ import annotations
 import json
 import logging
 import math
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 from connectors.tools.broker import REAL_BROKER_HELP, SIMULATED_NOTICE
-from connectors.tools.replay import SKIPPED, ReplayResult, ScenarioResult
+from connectors.tools.replay import PASSED, SKIPPED, ReplayResult, ScenarioResult
 
 log = logging.getLogger(__name__)
 
@@ -62,17 +64,41 @@ def table_rows(result: ReplayResult) -> list[tuple[str, ...]]:
     return rows
 
 
+def title(result: ReplayResult) -> str:
+    """``kafka-eos demo`` or ``kafka-eos replay``, as the command that ran the scenarios."""
+    return f"kafka-eos {result.command}"
+
+
+def overall(result: ReplayResult) -> tuple[str, str]:
+    """(``PASSED`` or ``FAILED``, one line saying why), for the console and report.md: a
+    transaction-timeout loss is the scenario's intent, and the line says so next to PASSED."""
+    if not result.passed:
+        bad = [f"{s.name} {s.status} ({s.verdict})" for s in result.scenarios if s.status not in (PASSED, SKIPPED)]
+        return "FAILED", "; ".join(bad)
+    exact = [s.name for s in result.scenarios if s.status == PASSED and s.name != "txn_timeout"]
+    parts = [f"exactly-once in {', '.join(exact)}"] if exact else []
+    timeout = next((s for s in result.scenarios if s.name == "txn_timeout" and s.status == PASSED), None)
+    if timeout is not None:
+        lost = timeout.verify.count("lost_writes") if timeout.verify is not None else 0
+        parts.append(f"txn_timeout lost {lost:,} records, as it intends, and the loss was detected and reported")
+    skipped = [s.name for s in result.scenarios if s.status == SKIPPED]
+    if skipped:
+        parts.append(f"skipped: {', '.join(skipped)}")
+    return "PASSED", "; ".join(parts)
+
+
 def _markdown_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
 def markdown(result: ReplayResult, plot_file: str | None = None) -> str:
     notice = [f"> **{SIMULATED_NOTICE}**", ">", f"> {REAL_BROKER_HELP}", ""] if result.simulated else []
+    word, why = overall(result)
     lines = [
         *notice,
-        "# kafka-eos replay report",
+        f"# {title(result)} report",
         "",
-        f"- Overall: **{'PASSED' if result.passed else 'FAILED'}**",
+        f"- Overall: **{word}**" + (f": {why}" if why else ""),
         f"- Broker: `{result.bootstrap}`" + (f" ({result.broker_origin})" if result.broker_origin else ""),
         f"- Input topic: `{result.input_topic}`",
         f"- Engine: {result.engine}; job command: `{result.job_command}`",
@@ -142,17 +168,26 @@ def plot(result: ReplayResult, path: Path) -> Path | None:
                 ax.axvspan((end - origin) / 1000, (done - origin) / 1000, color="tab:red", alpha=0.12)
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
-        ax.set_title(f"{scenario.name}: {scenario.verdict}", fontsize=9)
+        ax.set_title(textwrap.fill(f"{scenario.name}: {scenario.verdict}", 80), fontsize=9)
         ax.set_xlabel("seconds since scenario start", fontsize=8)
         ax.set_ylabel("latency (ms)", fontsize=8)
         ax.tick_params(labelsize=7)
+        if not scenario.checkpoints:
+            # Say so, rather than draw an empty 0-0.05 ms axis that reads like a measurement.
+            why = ("no checkpoint committed" if "{metrics_file}" in result.job_command
+                   else "the job wrote no metrics")
+            ax.set_ylim(0, 1)
+            ax.set_yticks([])
+            ax.set_ylabel("")
+            ax.text(0.5, 0.5, f"no commits to plot\n({why})", transform=ax.transAxes, ha="center",
+                    va="center", fontsize=10, color="dimgray", bbox={"facecolor": "white", "edgecolor": "none"})
     for ax in list(axes.flat)[len(ran):]:
         ax.set_visible(False)
-    title = ("Per-checkpoint commit latency (trigger to committed), one line per run of the job; "
-             "red line: fault, dark band: broker down, light band: recovery gap")
+    heading = (f"{title(result)}: per-checkpoint commit latency (trigger to committed), one line per run of the "
+               "job; red line: fault, dark band: broker down, light band: recovery gap")
     if result.simulated:
-        title = f"{SIMULATED_NOTICE}\n{title}"
-    fig.suptitle(title, fontsize=10)
+        heading = f"{SIMULATED_NOTICE}\n{heading}"
+    fig.suptitle(heading, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
