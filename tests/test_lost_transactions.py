@@ -22,7 +22,7 @@ from connectors.tools.prometheus_metrics import exposition  # noqa: E402
 from connectors.tools.status import attention_reasons  # noqa: E402
 from test_status import QUERY_ID, ROWS_PER_TASK, new_query  # noqa: E402
 from twophase.checkpoint_statistics import CheckpointOutcome  # noqa: E402
-from twophase.errors import CheckpointCommitError, KafkaEosError  # noqa: E402
+from twophase.errors import KafkaEosError  # noqa: E402
 
 TIMEOUT_MS = 900_000  # the sink's eos.transactionTimeoutMs in test_status.Query
 LOST_RECORDS = sum(ROWS_PER_TASK)  # 3 + 2 + 4
@@ -38,11 +38,11 @@ def lose_batch(query, batch_id: int) -> TransactionLostError:
     protocol.recover()
     messages = query.tasks(batch_id)
     query.fake.advance_time(TIMEOUT_MS + 1_000)
-    with pytest.raises(CheckpointCommitError) as failed:
+    # The loss itself, not a CheckpointCommitError: that one says a restore commits the
+    # checkpoint, which no restore can do for a lost transaction.
+    with pytest.raises(TransactionLostError) as failed:
         protocol.commit(messages, batch_id)
-    cause = failed.value.__cause__
-    assert isinstance(cause, TransactionLostError)
-    return cause
+    return failed.value
 
 
 def test_three_lost_transactions_of_one_checkpoint_are_all_counted_everywhere(tmp_path, capsys):
@@ -157,3 +157,56 @@ def test_the_replay_reads_the_whole_loss_from_a_jobs_log(tmp_path):
     result = run.wait(1)
     assert result.transaction_lost
     assert (result.lost_transactions_reported, result.lost_records_reported) == (3, 1999)
+
+
+def test_the_in_process_engine_counts_the_losses_of_every_sink_of_a_checkpoint(tmp_path):
+    """Two sinks of one checkpoint both lose their transaction (the first committed alone, then the
+    other): both are committed, both losses are in the one error, and each sink records its own."""
+    from twophase.checkpoint_store import FileCheckpointStore
+    from twophase.coordinator import CheckpointCoordinator
+    from twophase.participants import CommittingParticipant
+
+    class Losing(CommittingParticipant[str]):
+        acknowledges_externally = True
+
+        def __init__(self, name: str) -> None:
+            self.name = name
+            self.attempted: list[str] = []
+            self.recorded: list[tuple[int, list, Exception]] = []
+
+        def committables(self, checkpoint_id, state):
+            return [(checkpoint_id, f"{self.name}-txn")]
+
+        def commit_transactions(self, committables, recovering):
+            self.attempted += [c for _, c in committables]
+            raise TransactionLostError.for_checkpoint(committables[0][0], [_lost(self.name)])
+
+        def abort_transactions(self, committables):
+            pass
+
+        def abort_lingering(self, keep, checkpoint_id):
+            return []
+
+        def lost(self, checkpoint_id, committables, error):
+            self.recorded.append((checkpoint_id, list(committables), error))
+
+    from connectors.kafka.errors import LostTransaction
+
+    def _lost(name: str) -> LostTransaction:
+        return LostTransaction(f"{name}-txn", 7, 0, 5, (f"{name}-0",))
+
+    store = FileCheckpointStore(str(tmp_path / "chk"))
+    coordinator = CheckpointCoordinator(store)
+    sinks = [Losing("a"), Losing("b")]
+    for sink in sinks:
+        coordinator.register(sink)
+    coordinator.restore()
+    checkpoint_id = coordinator.trigger_checkpoint()
+    with pytest.raises(TransactionLostError) as failed:
+        for sink in sinks:
+            coordinator.acknowledge(checkpoint_id, sink.name, None)
+    assert sorted(t.transactional_id for t in failed.value.lost) == ["a-txn", "b-txn"]
+    assert failed.value.record_count == 10
+    assert [s.attempted for s in sinks] == [["a-txn"], ["b-txn"]]
+    assert [[t.transactional_id for t in s.recorded[0][2].lost] for s in sinks] == [["a-txn"], ["b-txn"]]
+    assert not store.is_committed(checkpoint_id)

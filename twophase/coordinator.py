@@ -117,6 +117,14 @@ class CommitResult:
     swept: bool = True
 
 
+def _by_participant(pairs: list[tuple[CommittingParticipant[Any], Any]]) -> list[tuple[CommittingParticipant[Any], list[Any]]]:
+    """``(participant, item)`` pairs grouped by participant, in first-seen order."""
+    grouped: dict[str, tuple[CommittingParticipant[Any], list[Any]]] = {}
+    for participant, item in pairs:
+        grouped.setdefault(participant.name, (participant, []))[1].append(item)
+    return list(grouped.values())
+
+
 def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
@@ -216,9 +224,7 @@ class CheckpointCoordinator:
                     transactions = sum(len(items) for _, items in work)
                     log.info("checkpoint %d is stored but not confirmed committed: committing its %d "
                              "transaction(s) again", checkpoint.checkpoint_id, transactions)
-                    for participant, items in work:
-                        if items:
-                            self._commit_with_retries(participant, items, checkpoint.checkpoint_id, recovering=True)
+                    self._commit_groups(checkpoint.checkpoint_id, [work], recovering=True)
                     self._mark_committed(checkpoint, savepoint_path)
             for participant in self._committers() if abort_lingering else []:
                 aborted = participant.abort_lingering(keep.get(participant.name, []), restored_id)
@@ -493,12 +499,9 @@ class CheckpointCoordinator:
                 failpoints.hit(failpoints.BEFORE_COMMIT, checkpoint_id=checkpoint_id)
             # The first transaction is committed alone: a crash after it (mid_commit) leaves the
             # checkpoint partly committed, the window recovery has to close.
-            for number, group in enumerate((flat[:1], flat[1:])):
-                if number == 1 and group:
-                    failpoints.hit(failpoints.MID_COMMIT, checkpoint_id=checkpoint_id)
-                for participant in {p.name: p for p, _ in group}.values():
-                    items = [item for p, item in group if p is participant]
-                    self._commit_with_retries(participant, items, checkpoint_id, recovering=False)
+            first, rest = flat[:1], flat[1:]
+            self._commit_groups(checkpoint_id, [_by_participant(first), _by_participant(rest)], recovering=False,
+                                between_groups=failpoints.MID_COMMIT)
             for participant, _ in work:
                 participant.committed(checkpoint_id)
             for participant in self._participants.values():
@@ -506,9 +509,9 @@ class CheckpointCoordinator:
                     self._notify_complete(participant, checkpoint_id)
         except failpoints.FailpointCrash:
             raise
-        except CheckpointCommitError as exc:
+        except (CheckpointCommitError, UnrecoverableCommitError) as exc:
             stats.status = CheckpointStatus.COMPLETED_NOT_COMMITTED
-            stats.failure_cause = repr(exc.__cause__)
+            stats.failure_cause = repr(exc.__cause__ if isinstance(exc, CheckpointCommitError) else exc)
             stats.end_to_end_duration_ms = checkpoint.completion_timestamp_ms - checkpoint.trigger_timestamp_ms
             raise
         committed = time.monotonic()
@@ -539,11 +542,42 @@ class CheckpointCoordinator:
                             "retried after the next checkpoint", checkpoint_id, participant.name, exc)
         return swept
 
+    def _commit_groups(self, checkpoint_id: int, groups: list[list[tuple[CommittingParticipant[Any], list[Any]]]],
+                       recovering: bool, between_groups: str | None = None) -> None:
+        """Commit the checkpoint's transactions, group after group, each participant's at once.
+
+        A lost transaction (UnrecoverableCommitError) stops nothing: the checkpoint's other
+        transactions are committed all the same (none is left open to stall readers), and then
+        one error names every loss of the checkpoint, after each participant recorded its own
+        (``lost``). Any other failure stops the commit at once, to be retried by a recovery.
+        ``between_groups``: a failpoint hit before each later group that has transactions."""
+        lost: list[tuple[CommittingParticipant[Any], list[Any], UnrecoverableCommitError]] = []
+        for number, group in enumerate(groups):
+            if number and between_groups is not None and any(items for _, items in group):
+                failpoints.hit(between_groups, checkpoint_id=checkpoint_id)
+            for participant, items in group:
+                if not items:
+                    continue
+                try:
+                    self._commit_with_retries(participant, items, checkpoint_id, recovering)
+                except UnrecoverableCommitError as exc:
+                    lost.append((participant, items, exc))
+        if not lost:
+            return
+        every_item = [item for group in groups for _, items in group for item in items]
+        error = type(lost[0][2]).merged(checkpoint_id, [exc for _, _, exc in lost], every_item)
+        for participant in {p.name: p for p, _, _ in lost}.values():
+            mine = [exc for p, _, exc in lost if p is participant]
+            items = [item for group in groups for p, its in group if p is participant for item in its]
+            participant.lost(checkpoint_id, items, type(mine[0]).merged(checkpoint_id, mine, items))
+        log.error("checkpoint %d: %s", checkpoint_id, error)
+        raise error
+
     def _commit_with_retries(self, participant: CommittingParticipant[Any], items: list[Any], checkpoint_id: int,
                              recovering: bool) -> None:
         try:
             self._retrying(participant.name, checkpoint_id)(participant.commit_transactions, items, recovering)
-        except (failpoints.FailpointCrash, CheckpointCommitError):
+        except (failpoints.FailpointCrash, CheckpointCommitError, UnrecoverableCommitError):
             raise
         except Exception as exc:
             log.error("checkpoint %d: participant %s did not confirm the commit: %r",

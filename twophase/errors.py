@@ -12,6 +12,8 @@ them.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 
 class KafkaEosError(Exception):
     """The root of every error the kit raises to its users."""
@@ -19,7 +21,16 @@ class KafkaEosError(Exception):
 
 class UnrecoverableCommitError(KafkaEosError):
     """A commit that no retry can make succeed (the transaction is gone). The coordinator does
-    not retry notifications that fail with it; it surfaces at once."""
+    not retry commits that fail with it; it commits the checkpoint's other transactions all the
+    same, then raises one error for all of the checkpoint's losses (:meth:`merged`)."""
+
+    @classmethod
+    def merged(cls, checkpoint_id: int, errors: Sequence["UnrecoverableCommitError"],
+               committables: Sequence[object]) -> "UnrecoverableCommitError":
+        """One error for every loss of checkpoint ``checkpoint_id`` (``errors``, raised by the
+        commits of its ``committables``). A connector whose error can list its losses overrides
+        this; the default is the first error."""
+        return errors[0]
 
 
 class CheckpointTriggerError(KafkaEosError, RuntimeError):

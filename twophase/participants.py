@@ -16,7 +16,7 @@ from typing import Any, Generic, Sequence, TypeVar
 
 from twophase import failpoints
 from twophase.checkpoint import JsonValue
-from twophase.errors import IllegalStateError
+from twophase.errors import IllegalStateError, UnrecoverableCommitError
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +133,12 @@ class CommittingParticipant(CheckpointParticipant, Generic[Committable]):
 
     def committed(self, checkpoint_id: int) -> None:
         """Every transaction of checkpoints <= ``checkpoint_id`` is committed: forget them."""
+
+    def lost(self, checkpoint_id: int, committables: Sequence[Committable], error: UnrecoverableCommitError) -> None:
+        """Transactions of stored checkpoint ``checkpoint_id`` can never be committed: ``error``
+        (one for all of them, raised next) names what of this participant's ``committables`` was
+        lost. Called once per checkpoint, after every commit was attempted, to record the loss
+        where monitoring reads it."""
 
     def snapshot_state(self, checkpoint_id: int) -> JsonValue:
         raise IllegalStateError(f"participant {self.name!r} acknowledges externally; it has no snapshot")

@@ -197,11 +197,16 @@ class TransactionLostError(KafkaConnectorError, UnrecoverableCommitError):
         return cls(message, checkpoint_id=checkpoint_id, lost=lost)
 
     @classmethod
-    def combined(cls, checkpoint_id: int | None, errors: Sequence["TransactionLostError"],
-                 committed: int = 0) -> "TransactionLostError":
-        """One error for the losses of several commits of the same checkpoint (e.g. of its first
-        transaction, committed alone, and of the rest)."""
-        return cls.for_checkpoint(checkpoint_id, [t for error in errors for t in error.lost], committed)
+    def merged(cls, checkpoint_id: int, errors: Sequence[UnrecoverableCommitError],
+               committables: Sequence[object]) -> "TransactionLostError":
+        """One error for every loss of a checkpoint (its first transaction is committed alone,
+        then the rest; several sinks may lose some), counting how many of its ``committables``
+        (``KafkaCommittable``, or ``(checkpoint id, KafkaCommittable)``) did commit."""
+        lost = [t for error in errors for t in getattr(error, "lost", ())]
+        ends = [item[1] if isinstance(item, tuple) else item for item in committables]
+        transactional = sum(1 for c in ends if getattr(c, "transactional_id", None) is not None
+                            and getattr(c, "record_count", 0))
+        return cls.for_checkpoint(checkpoint_id, lost, committed=max(0, transactional - len(lost)))
 
     @property
     def transactional_ids(self) -> tuple[str, ...]:

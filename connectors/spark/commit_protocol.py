@@ -36,7 +36,7 @@ from twophase.checkpoint_store import FileCheckpointStore
 from twophase.checkpoint_statistics import CommitTimings
 from twophase.coordinator import CheckpointConfig, CheckpointCoordinator, CommitResult
 from twophase.participants import CommittingParticipant
-from twophase.errors import IllegalStateError
+from twophase.errors import IllegalStateError, UnrecoverableCommitError
 
 log = logging.getLogger(__name__)
 
@@ -69,56 +69,24 @@ class SparkSinkCommitter(CommittingParticipant[KafkaCommittable]):
         #: What the last commit and sweep of this process ended, for the checkpoint's statistics.
         self.committed_now: list[KafkaCommittable] = []
         self.lingering_aborted: list[str] = []
-        #: Every committable of each checkpoint handed out by committables(), by checkpoint id.
-        self._of_checkpoint: dict[int, list[KafkaCommittable]] = {}
 
     def committables(self, checkpoint_id: int, state: JsonValue) -> list[tuple[int, KafkaCommittable]]:
-        found = committables_of(state)
-        # The coordinator commits a checkpoint's first transaction alone (the mid_commit window);
-        # should that one be lost, it never hands over the rest. Kept so that they are committed
-        # all the same and every loss of the checkpoint is counted, not the first.
-        self._of_checkpoint[checkpoint_id] = found
-        return [(checkpoint_id, c) for c in found]
+        return [(checkpoint_id, c) for c in committables_of(state)]
 
     def commit_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]], recovering: bool) -> None:
         for checkpoint_id, group in _by_checkpoint(committables):
             started = time.monotonic()
-            try:
-                self.committer.commit_all(group, checkpoint_id)
-            except TransactionLostError as exc:
-                whole = self._of_checkpoint.get(checkpoint_id, group)
-                lost = self._commit_the_rest(checkpoint_id, group, whole, exc)
-                # The error lists every lost transaction of the checkpoint (the committer logged
-                # each), and so does the record: status and metrics count all of them.
-                record_lost(self.options, self.store, checkpoint_id, whole, lost.lost)
-                if lost is exc:
-                    raise
-                raise lost from exc
+            self.committer.commit_all(group, checkpoint_id)
             if recovering:
                 record_recovery(self.options, self.store, checkpoint_id, group, (time.monotonic() - started) * 1000)
         self.committed_now.extend(c for _, c in committables)
 
-    def _commit_the_rest(self, checkpoint_id: int, group: Sequence[KafkaCommittable],
-                         whole: Sequence[KafkaCommittable], lost: TransactionLostError) -> TransactionLostError:
-        """``group`` of checkpoint ``checkpoint_id`` lost transactions: commit the checkpoint's
-        other transactions too (a stored checkpoint's transactions are committed, never left
-        open to stall readers), and return one error naming every lost one."""
-        rest = [c for c in whole if c not in group]
-        if not rest:
-            return lost
-        try:
-            self.committer.commit_all(rest, checkpoint_id)
-        except TransactionLostError as more:
-            errors = [lost, more]
-        except Exception as exc:  # noqa: BLE001 - the loss is raised; the next recovery retries these
-            log.warning("checkpoint %d: after a lost transaction, committing its other %d transactions failed "
-                        "(%r); the next recovery commits them again", checkpoint_id, len(rest), exc)
-            return lost
-        else:
-            errors = [lost]
-        transactional = sum(1 for c in whole if c.transactional_id is not None and c.record_count)
-        found = sum(e.transaction_count for e in errors)
-        return TransactionLostError.combined(checkpoint_id, errors, committed=transactional - found)
+    def lost(self, checkpoint_id: int, committables: Sequence[tuple[int, KafkaCommittable]],
+             error: UnrecoverableCommitError) -> None:
+        # Called once per checkpoint by the coordinator, after every commit was attempted: the
+        # record lists every lost transaction, so status and the metrics count all of them.
+        lost = error.lost if isinstance(error, TransactionLostError) else ()
+        record_lost(self.options, self.store, checkpoint_id, [c for _, c in committables], lost)
 
     def abort_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]]) -> None:
         for checkpoint_id, group in _by_checkpoint(committables):
