@@ -11,6 +11,12 @@ instead of failing its tasks.
   (``probe_transactional_id``), which the brokers refuse with INVALID_TRANSACTION_TIMEOUT if the
   timeout is over their limit. The probe begins no transaction, so nothing is left open, and it
   adds one id per sink to the brokers' transaction state.
+- **The output topic exists** (every delivery guarantee; :func:`check_output_topic`), unless the brokers create topics on
+  first use (``auto.create.topics.enable=true``, read with DescribeConfigs). Otherwise the first
+  batch's tasks fail with UNKNOWN_TOPIC_OR_PARTITION, which reaches the application as hundreds of
+  lines of Spark trace; this check fails the query at its start with one line naming the topic
+  and how to create it. A sink whose rows name their topics (a ``topic`` column, no ``topic``
+  option) is not checked: its topics are known only to its tasks.
 - **DESCRIBE on the sink's transactional ids.** ListTransactions answers only with ids the
   principal may DESCRIBE, without an error, so the sweep of lingering transactions would find
   nothing and leave them stalling read_committed consumers. One DescribeTransactions of one of the
@@ -20,12 +26,13 @@ instead of failing its tasks.
 from __future__ import annotations
 
 import logging
+import time
 
 from connectors.kafka.authorization import PREFIXED, TRANSACTIONAL_ID, authorization_error
 from connectors.kafka.broker_retry import BrokerRetryPolicy, RetryingClusterAdmin
 from connectors.kafka.clients import KafkaClients
 from connectors.kafka.config import KafkaSinkConfig
-from connectors.kafka.errors import KafkaAuthorizationError, TransactionTimeoutRefusedError
+from connectors.kafka.errors import KafkaAuthorizationError, TransactionTimeoutRefusedError, UnknownTopicError
 from connectors.kafka.transactional_ids import TransactionalIdPool
 from connectors.kafka.writer import KafkaTransactionWriter
 from twophase.errors import InvalidValueError
@@ -33,6 +40,10 @@ from twophase.errors import InvalidValueError
 log = logging.getLogger(__name__)
 
 _MAX_TIMEOUT = "transaction.max.timeout.ms"
+_AUTO_CREATE = "auto.create.topics.enable"
+#: A topic created a moment ago may be unknown to the broker that answers until its metadata
+#: reaches it: a missing topic is looked up again for this long before the sink refuses it.
+TOPIC_RECHECK_S = 3.0
 
 
 def probe_transactional_id(prefix: str) -> str:
@@ -43,7 +54,8 @@ def probe_transactional_id(prefix: str) -> str:
 
 
 def check_sink(config: KafkaSinkConfig, clients: KafkaClients) -> None:
-    """Every check of this module; run once per sink on the driver, before any task writes."""
+    """The transactional checks of this module; run once per sink on the driver, before any task
+    writes, after :func:`check_output_topic` (``connectors/spark/sink_preparation.py``)."""
     if not config.exactly_once:
         return
     # DESCRIBE first: the timeout probe's FindCoordinator needs it too, and would report a missing
@@ -133,3 +145,43 @@ def check_transactions_visible(config: KafkaSinkConfig, clients: KafkaClients) -
             f"describing transactional id {transactional_id!r} (the sink's guardrail)")
     finally:
         control.close()
+
+
+def missing_topic_message(topic: str, bootstrap_servers: str) -> str:
+    return (f"output topic {topic!r} does not exist on {bootstrap_servers}, and the brokers do not create topics "
+            f"on first use ({_AUTO_CREATE} is not true): create it before starting the query "
+            f"(kafka-topics.sh --bootstrap-server {bootstrap_servers} --create --topic {topic} "
+            f"--partitions <N> --replication-factor <R>), or name an existing topic in option topic")
+
+
+def check_output_topic(config: KafkaSinkConfig, clients: KafkaClients) -> None:
+    """Raise UnknownTopicError (one line: the topic and the command that creates it) if the sink's
+    topic does not exist and the brokers would not create it when the first batch writes."""
+    topic = config.topic
+    if not topic:
+        return  # each row names its topic
+    admin = RetryingClusterAdmin(clients.admin, BrokerRetryPolicy.from_seconds(config.commit_retry_timeout_s))
+    try:
+        deadline = time.monotonic() + TOPIC_RECHECK_S
+        while True:
+            try:
+                admin.partitions(topic)
+                return
+            except UnknownTopicError:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.5)
+        try:
+            auto_create = admin.broker_config(_AUTO_CREATE)
+        except KafkaAuthorizationError as denied:
+            log.info("the brokers' %s cannot be read (%s); output topic %r is missing", _AUTO_CREATE, denied, topic)
+            auto_create = None
+    finally:
+        admin.close()
+    if (auto_create or "").strip().lower() == "true":
+        log.warning("output topic %r does not exist; the brokers create it when the first batch writes "
+                    "(%s=true), with their default partitions and replication", topic, _AUTO_CREATE)
+        return
+    # Without the chain: the broker's error says the same, less usefully, and the query's failure
+    # should be this one line.
+    raise UnknownTopicError(missing_topic_message(topic, config.bootstrap_servers)) from None

@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import os
+
 from pyspark.sql import SparkSession
 
 from connectors.spark.datasource import FORMAT, KafkaEosDataSource
@@ -25,7 +27,55 @@ def register(spark: SparkSession) -> None:
             "tasks have not been tested with the kit's two-phase commit. Set spark.speculation=false "
             "(task retries after failures are fine: a retry writes under a transactional id of its own)."
         )
+    use_session_python(spark)
+    _check_driver_python(spark)
     _register_with_worker_python(spark)
+
+
+def use_session_python(spark: SparkSession) -> str | None:
+    """On a local master where the user named no Python for Spark's workers, make them run this
+    session's interpreter (``connectors.tools.worker_python.use_session_python``): without it,
+    PySpark starts ``python3`` from ``PATH``, which in a job run as ``.venv/bin/python job.py``
+    without an activated venv is a Python without the kit. Must run on the driver before the
+    functions whose workers it concerns are made (registration, ``mapInArrow``); returns the
+    Python it set, or None (kept as it was; on Spark Connect there is nothing to set here)."""
+    from connectors.tools.worker_python import use_session_python as use
+
+    try:
+        context = spark.sparkContext
+    except Exception:  # Spark Connect: no SparkContext here, the server starts the processes
+        return None
+    return use(context)
+
+
+def _check_driver_python(spark: SparkSession) -> None:
+    """Refuse, in one line, a relative ``PYSPARK_PYTHON`` that the driver cannot run.
+
+    A Python data source's planning steps (lookup, schema, read and write planning, the streaming
+    source and the sink's commits) run in Python processes that the driver JVM starts, with the
+    same ``pythonExec`` as its tasks, from the JVM's working folder. Spark's recipe for a packed
+    venv, ``spark.archives=env.tar.gz#environment`` with ``PYSPARK_PYTHON=./environment/bin/python``,
+    unpacks the archive in each executor's working folder (and, in cluster deploy mode, the
+    driver's); in client mode the driver's working folder lacks ``./environment`` unless the user
+    unpacked it there, and every planning step would fail with ``Cannot run program``."""
+    from connectors.spark.errors import WorkerPythonError
+
+    try:
+        context = spark.sparkContext
+        python = str(context.pythonExec)
+        driver_folder = str(context._jvm.java.lang.System.getProperty("user.dir"))  # type: ignore[attr-defined]
+    except Exception:  # Spark Connect: the server starts the processes
+        return
+    if os.path.isabs(python) or os.sep not in python:  # absolute, or looked up on PATH
+        return
+    if os.access(os.path.join(driver_folder, python), os.X_OK):
+        return
+    raise WorkerPythonError(
+        f"PYSPARK_PYTHON={python} does not exist in the driver's working folder {driver_folder}: the kit's data "
+        "source runs Python processes on the driver too (its planning steps), with the same Python as its tasks. "
+        "With a packed venv shipped by spark.archives=env.tar.gz#environment, unpack it there as well "
+        "(mkdir environment && tar -xzf env.tar.gz -C environment) or use cluster deploy mode "
+        "(see docs/where-it-runs.md)")
 
 
 def _register_with_worker_python(spark: SparkSession) -> None:
@@ -54,4 +104,4 @@ def _register_with_worker_python(spark: SparkSession) -> None:
         context.pythonExec = session_python
 
 
-__all__ = ["FORMAT", "KafkaEosDataSource", "SpeculationNotSupportedError", "register"]
+__all__ = ["FORMAT", "KafkaEosDataSource", "SpeculationNotSupportedError", "register", "use_session_python"]

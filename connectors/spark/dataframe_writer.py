@@ -22,7 +22,10 @@ from typing import Iterator
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
+from connectors.spark import use_session_python
 from connectors.spark.commit_protocol import SparkCommitProtocol
+from connectors.spark.errors import WorkerPythonError
+from connectors.spark.failures import missing_kit_module, worker_python_message
 from connectors.spark.options import SinkOptions
 from connectors.spark.sink_preparation import prepare_sink
 from connectors.spark.write_task import KafkaCommitMessage, write_task
@@ -62,14 +65,20 @@ def write_dataframe(df: DataFrame, options: SinkOptions, checkpoint_id: int, *,
     ``first_write``: the first write of this process's query run, before which the transactions a
     crashed run left open are aborted (later writes find none: each commit sweeps after itself)."""
     options = replace(options, checkpoint_id=checkpoint_id)
+    # Before mapInArrow makes the task function, which takes the Python its workers run from it.
+    use_session_python(df.sparkSession)
     # Recovery first (a stored but unconfirmed checkpoint is committed), before any task writes.
     committed_through = prepare_sink(options, df.schema, abort_lingering=first_write)
     task = _WriteTask(options, checkpoint_id, committed_through)
     try:
         rows = df.mapInArrow(task, _COMMIT_MESSAGE_SCHEMA).collect()
-    except BaseException:
+    except BaseException as exc:
         if options.config.exactly_once:
             _abort_left_open(options, checkpoint_id)
+        module = missing_kit_module(exc) if isinstance(exc, Exception) else None
+        if module is not None:
+            # The workers died unpickling the task, before any of the kit's code ran there.
+            raise WorkerPythonError(worker_python_message(module, _python_exec(df))) from exc
         raise
     messages = [commit_message_of(row[0]) for row in rows]
     if not options.config.exactly_once:
@@ -79,6 +88,13 @@ def write_dataframe(df: DataFrame, options: SinkOptions, checkpoint_id: int, *,
         return protocol.commit(messages, checkpoint_id, replayable=True)
     finally:
         protocol.close()
+
+
+def _python_exec(df: DataFrame) -> str | None:
+    try:
+        return str(df.sparkSession.sparkContext.pythonExec)
+    except Exception:  # Spark Connect: the server's Python processes are not named here
+        return None
 
 
 def _abort_left_open(options: SinkOptions, checkpoint_id: int) -> None:

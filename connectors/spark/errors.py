@@ -33,3 +33,8 @@ class QueryCheckpointError(KafkaEosError, RuntimeError):
 
 class ClassArchiveError(KafkaEosError, RuntimeError):
     """The driver JVM's class-data-sharing archive could not be recorded."""
+
+
+class WorkerPythonError(KafkaEosError, RuntimeError):
+    """Spark's Python workers cannot import the kit (or a package it needs): the Python they run,
+    ``PYSPARK_PYTHON`` / ``spark.pyspark.python``, lacks it. The message says how to give it to them."""

@@ -46,6 +46,7 @@ from typing import Callable, Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 
+from connectors.spark import use_session_python
 from connectors.spark.dataframe_writer import write_dataframe
 from connectors.spark.errors import KafkaEosOptionError, QueryCheckpointError
 from connectors.spark.options import SinkOptions, parse_sink_options, state_dir_under
@@ -93,8 +94,11 @@ def exactly_once_foreach_batch(transform: BatchTransform | None = None, *, warm_
         if _get_option(write_options, internal) is not None:
             raise KafkaEosOptionError(f"{internal} is set by exactly_once_foreach_batch itself")
     sink = parse_sink_options({k: str(v) for k, v in write_options.items()}, streaming=False)
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        # Before the warm-up's mapInArrow: the Python of Spark's workers (connectors.spark.use_session_python).
+        use_session_python(active)
     if warm_up:
-        active = SparkSession.getActiveSession()
         # A Spark Connect client runs neither the tasks nor the function: nothing to start here.
         if active is not None and start_task_workers(active) is not None:
             threading.Thread(target=_check_guardrails_early, args=(sink,), name="kafka-eos-guardrails",

@@ -9,7 +9,7 @@ import threading
 from pyspark.sql.types import StructType
 
 from connectors.kafka.client_factory import clients_for
-from connectors.kafka.guardrails import check_sink
+from connectors.kafka.guardrails import check_output_topic, check_sink
 from connectors.spark.commit_protocol import SparkCommitProtocol
 from connectors.spark.options import SinkOptions
 from connectors.spark.schema import check_sink_schema
@@ -20,14 +20,17 @@ _guardrails_lock = threading.Lock()
 
 
 def check_guardrails(options: SinkOptions) -> None:
-    """The broker checks of the sink (``guardrails.py``), once per process and configuration. A
-    call made while another runs them waits for its outcome; a failed check is made again."""
+    """The broker checks of the sink (``guardrails.py``: its topic exists, then the transactional
+    checks), once per process and configuration. A call made while another runs them waits for its
+    outcome; a failed check is made again."""
     config = options.config
-    key = (config.bootstrap_servers, config.transactional_id_prefix, config.transaction_timeout_ms,
-           config.checkpoint_timeout_ms + config.restart_budget_ms, tuple(sorted(config.client_config.items())))
+    key = (config.bootstrap_servers, config.topic, config.delivery_guarantee, config.transactional_id_prefix,
+           config.transaction_timeout_ms, config.checkpoint_timeout_ms + config.restart_budget_ms, tuple(sorted(config.client_config.items())))
     with _guardrails_lock:
         if key not in _guardrails_checked:
-            check_sink(config, clients_for(config.bootstrap_servers, config.client_config))
+            clients = clients_for(config.bootstrap_servers, config.client_config)
+            check_output_topic(config, clients)
+            check_sink(config, clients)
             _guardrails_checked.add(key)
 
 

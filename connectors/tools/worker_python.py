@@ -14,6 +14,22 @@ it, whose bytecode Python caches.
 ``sys.path`` a ``pyspark.zip`` that lies inside the pyspark package the path would import
 otherwise (``<dir>/pyspark/python/lib/pyspark.zip`` with ``<dir>`` on ``sys.path``): never one
 pyspark version for another. Any other command line goes to the interpreter unchanged.
+
+**Which Python Spark starts by default.** PySpark's ``SparkContext`` takes ``pythonExec`` from
+``PYSPARK_PYTHON`` when it starts, else ``python3`` (whichever ``python3`` comes first on
+``PATH``), and Spark gives every Python function it plans (a UDF, ``mapInArrow``, a registered
+Python data source) the ``pythonExec`` of the moment the function is made: that is the Python the
+workers of those tasks start, on the driver and on executors. A job run as ``.venv/bin/python
+job.py`` from a shell where the venv is not activated would therefore have its workers run the
+system's ``python3``, which lacks the kit (``No module named 'connectors'``).
+:func:`use_session_python` (called by ``connectors.spark.register`` and the foreachBatch helper, on
+the driver, before their functions are made) sets ``pythonExec`` to this interpreter (through its
+launcher) on a local master, where every worker runs on this machine, unless the user chose a
+Python (``PYSPARK_PYTHON`` or ``spark.pyspark.python``). ``spark.pyspark.python`` is honoured by
+``spark-submit`` (which exports it as ``PYSPARK_PYTHON`` before the driver starts), not by a
+session built in a plain ``python job.py``; either way it is left alone. On a cluster, executors
+have their own Python: there ``PYSPARK_PYTHON`` must name one that has the kit on every node, or the
+kit is shipped with the job (``spark.archives``, ``docs/where-it-runs.md``).
 """
 
 from __future__ import annotations
@@ -44,6 +60,44 @@ def path() -> str:
     return str(launcher) if launcher.is_file() and os.access(launcher, os.X_OK) else sys.executable
 
 
+#: What PySpark's ``SparkContext`` runs when ``PYSPARK_PYTHON`` is not set.
+PYSPARK_DEFAULT_PYTHON = "python3"
+#: Spark's setting of the Python of the driver and executors (``spark-submit`` exports it).
+PYTHON_CONF = "spark.pyspark.python"
+
+
+def is_local_master(master: str) -> bool:
+    """``local``, ``local[N]``, ``local[*]``, ``local[N,F]``, ``local-cluster[...]``: every
+    executor and Python worker is a process of this machine, so this interpreter's path is valid
+    for them."""
+    return master.strip().startswith("local")
+
+
+def use_session_python(context: object) -> str | None:
+    """On a local master, make ``context`` (a classic ``SparkContext``) start Spark's Python
+    processes with this interpreter (``path()``: its ``kafka-eos-python`` launcher if installed),
+    unless the user chose a Python: ``PYSPARK_PYTHON`` set, ``spark.pyspark.python`` set, or
+    ``pythonExec`` changed from PySpark's default. Returns what it set, or None.
+
+    Only the Python-side ``SparkContext.pythonExec`` is changed: functions made after this call
+    (the kit's data source at ``register``, its ``mapInArrow`` tasks, the user's UDFs) start their
+    workers with it. Functions made before keep what they had; the environment is not changed, so
+    a later session (possibly on a cluster) makes its own choice. (``KAFKA_EOS_WORKER_PYTHON=0``:
+    the plain interpreter rather than the launcher.)"""
+    try:
+        master = str(context.master)  # type: ignore[attr-defined]
+        current = context.pythonExec  # type: ignore[attr-defined]
+        configured = context.getConf().get(PYTHON_CONF)  # type: ignore[attr-defined]
+    except Exception:  # not a classic SparkContext (Spark Connect): the server starts the processes
+        return None
+    if (not is_local_master(master) or os.environ.get("PYSPARK_PYTHON") or configured
+            or current != PYSPARK_DEFAULT_PYTHON):
+        return None
+    chosen = path()
+    context.pythonExec = chosen  # type: ignore[attr-defined]
+    return chosen
+
+
 def for_data_source(python_exec: str, master: str) -> str | None:
     """The launcher to give the kit's data source instead of ``python_exec`` (the session's
     ``PYSPARK_PYTHON``), or None to keep it.
@@ -52,7 +106,7 @@ def for_data_source(python_exec: str, master: str) -> str | None:
     like its planning steps) and ``python_exec`` being this very interpreter, so the launcher
     (next to it) sees the same packages. On a cluster, executors may have another layout: there a
     user sets ``PYSPARK_PYTHON`` (``spark.pyspark.python``) to the executors' ``kafka-eos-python``."""
-    if _disabled() or not master.startswith("local"):
+    if _disabled() or not is_local_master(master):
         return None
     found = shutil.which(python_exec)
     if found is None or os.path.abspath(found) != os.path.abspath(sys.executable):
