@@ -268,10 +268,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.py_files:
         spark.sparkContext.addPyFile(args.py_files)  # what spark-submit --py-files does
     spark.sparkContext.setLogLevel(args.log_level)
-    if "kafka-eos" in (args.source_format, args.sink_format):
-        # The foreachBatch sink needs no data source registered: it writes with mapInArrow.
-        register(spark)
     try:
+        if "kafka-eos" in (args.source_format, args.sink_format):
+            # The foreachBatch sink needs no data source registered: it writes with mapInArrow.
+            register(spark)
         query = build_query(spark, args)
     except Exception as exc:
         spark.stop()

@@ -122,8 +122,11 @@ CI_SET = (
     "test_real_kafka_conformance.py::",
     # README command 1: Kafka from Maven Central, a driver kill, a broker restart, a lost transaction.
     "test_demo_on_real_kafka.py::",
-    # The README's quick-start scripts, each as a user runs it.
+    # The README's quick-start scripts, each as a user runs it; the kit shipped to a standalone
+    # cluster's executors as a packed venv (spark.archives), and workers that lack it.
     "test_quickstart_on_real_kafka.py::",
+    "test_workers_python.py::test_the_kit_shipped_as_a_packed_venv_with_spark_archives",
+    "test_workers_python.py::test_workers_without_the_kit_fail_with_one_line_naming_the_fix",
     # A driver SIGKILL in each commit window, and executor task failures on a standalone cluster.
     "test_exactly_once_spark.py::test_every_failpoint_has_a_scenario",
     "test_exactly_once_spark.py::test_spark_job_killed_at_failpoint_and_restarted_is_exactly_once[local-",
