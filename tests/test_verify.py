@@ -325,19 +325,22 @@ def test_transient_broker_errors_are_retried(fake):
     assert verify(fake, "in", "out").exactly_once
 
 
-def test_transient_errors_named_only_in_the_message_are_retried_too():
-    """librdkafka's admin results may not flag NOT_LEADER_FOR_PARTITION retriable."""
-    from connectors.kafka.errors import KafkaConnectorError, UnknownTopicError
+def test_transient_errors_are_what_kafka_classifies_retriable():
+    """Whatever client met it, an error code Kafka deems transient (a leader moved, a leader epoch
+    not known yet in a rolling restart) is retried; a missing topic is not."""
+    from connectors.kafka.error_table import kafka_error
+    from connectors.kafka.errors import UnknownTopicError
     from connectors.tools.broker import is_transient, retry_transient
 
-    assert is_transient(KafkaConnectorError("admin: list offsets of t-0: NOT_LEADER_FOR_PARTITION: Broker: Not leader"))
+    assert is_transient(kafka_error(6, "NOT_LEADER_OR_FOLLOWER", "admin: list offsets of t-0"))
+    assert is_transient(kafka_error(75, "UNKNOWN_LEADER_EPOCH", "admin: list offsets of t-0"))
     assert not is_transient(UnknownTopicError("UNKNOWN_TOPIC_OR_PARTITION: topic 't' does not exist"))
     calls = []
 
     def flaky():
         calls.append(1)
         if len(calls) < 3:
-            raise KafkaConnectorError("NOT_LEADER_FOR_PARTITION")
+            raise kafka_error(75, "UNKNOWN_LEADER_EPOCH", "admin: list offsets of t-0")
         return "ok"
 
     assert retry_transient(flaky, "test") == "ok" and len(calls) == 3

@@ -5,9 +5,21 @@ name the same broker error differently (``UNKNOWN_TOPIC_OR_PART``, ``UNKNOWN_TOP
 the code a broker sends is the same everywhere. Each client hands :func:`kafka_error` that code (or
 librdkafka's name of a local error, or Kafka's name), so what is retriable, what is lost and what is
 refused is decided here once, whatever client met the error.
+
+Kafka itself classifies every broker error code: retriable or not, and whether the client's
+metadata is stale (``org.apache.kafka.common.protocol.Errors``; kafka-python's ``kafka.errors``
+carries the same classification of all of them, with ``errno``, ``retriable`` and
+``invalid_metadata``). The table takes that classification for every code, and overrides it by
+hand only where a code means something to the exactly-once protocol or to the user: fenced, an
+invalid transaction state, an unknown producer or transactional id, a refused transaction timeout,
+a missing topic, an offset out of range, a record too large. So a broker error no test has met yet
+(``UNKNOWN_LEADER_EPOCH`` during a rolling restart, ``KAFKA_STORAGE_ERROR``, ...) is retried when
+Kafka says it is transient, instead of failing the query.
 """
 
 from __future__ import annotations
+
+import kafka.errors as kafka_errors
 
 from connectors.kafka.authorization import AUTHORIZATION_ERROR_NAMES, Denied
 from connectors.kafka.errors import (
@@ -27,28 +39,42 @@ from connectors.kafka.errors import (
 #: Kafka's INVALID_TRANSACTION_TIMEOUT: the producer's transaction timeout exceeds the brokers' limit.
 INVALID_TRANSACTION_TIMEOUT = 50
 
-# Broker errors by Kafka's code and name (org.apache.kafka.common.protocol.Errors).
-_BROKER_ERRORS: dict[int, tuple[str, type[KafkaConnectorError]]] = {
+# The codes whose meaning to the protocol (or to the user) is not just "retriable or not", by
+# Kafka's code and name. Every other code takes Kafka's own classification (_classified).
+_PROTOCOL_ERRORS: dict[int, tuple[str, type[KafkaConnectorError]]] = {
     1: ("OFFSET_OUT_OF_RANGE", OffsetOutOfRangeError),
+    # Retriable to Kafka (stale metadata), but to a query a topic that does not exist is an error
+    # to name; the source and the sink look a new topic up again before they give up.
     3: ("UNKNOWN_TOPIC_OR_PARTITION", UnknownTopicError),
-    5: ("LEADER_NOT_AVAILABLE", RetriableKafkaError),
-    6: ("NOT_LEADER_OR_FOLLOWER", RetriableKafkaError),
     7: ("REQUEST_TIMED_OUT", BrokerUnavailableError),
     10: ("MESSAGE_TOO_LARGE", RecordTooLargeError),
-    13: ("NETWORK_EXCEPTION", RetriableKafkaError),
-    14: ("COORDINATOR_LOAD_IN_PROGRESS", RetriableKafkaError),
-    15: ("COORDINATOR_NOT_AVAILABLE", RetriableKafkaError),
-    16: ("NOT_COORDINATOR", RetriableKafkaError),
     18: ("RECORD_LIST_TOO_LARGE", RecordTooLargeError),
-    19: ("NOT_ENOUGH_REPLICAS", RetriableKafkaError),
     47: ("INVALID_PRODUCER_EPOCH", InvalidProducerEpochError),
     48: ("INVALID_TXN_STATE", InvalidTxnStateError),
     49: ("INVALID_PRODUCER_ID_MAPPING", TransactionalIdNotFoundError),
-    51: ("CONCURRENT_TRANSACTIONS", RetriableKafkaError),
     90: ("PRODUCER_FENCED", ProducerFencedError),
     100: ("UNKNOWN_TOPIC_ID", UnknownTopicError),
     105: ("TRANSACTIONAL_ID_NOT_FOUND", TransactionalIdNotFoundError),
 }
+
+
+def _kafka_classification() -> dict[int, tuple[str, type[KafkaConnectorError], bool]]:
+    """Every broker error code Kafka defines: its name, the connector error it becomes, and
+    whether it means the client's metadata is stale (Kafka's InvalidMetadataException)."""
+    table: dict[int, tuple[str, type[KafkaConnectorError], bool]] = {}
+    for code, error in kafka_errors.kafka_errors.items():
+        if code is None or code <= 0:  # NONE, and UNKNOWN_SERVER_ERROR (-1): nothing to classify
+            continue
+        retriable = bool(getattr(error, "retriable", False))
+        table[code] = (error.message, RetriableKafkaError if retriable else KafkaConnectorError,
+                       bool(getattr(error, "invalid_metadata", False)))
+    for code, (name, error_type) in _PROTOCOL_ERRORS.items():
+        stale = table.get(code, (name, error_type, False))[2]
+        table[code] = (name, error_type, stale)
+    return table
+
+
+_BROKER_ERRORS = _kafka_classification()
 
 # librdkafka's local errors (negative codes, names with a leading underscore) that stand for one of
 # the broker's: the client's own view of a fencing, a missing topic, a broker it cannot reach.
@@ -70,12 +96,19 @@ _LIBRDKAFKA_LOCAL_ERRORS: dict[str, type[KafkaConnectorError]] = {
 }
 
 _BY_NAME: dict[str, type[KafkaConnectorError]] = {
-    **{name: error_type for name, error_type in _BROKER_ERRORS.values()},
+    **{name: error_type for name, error_type, _ in _BROKER_ERRORS.values()},
+    # Kafka's current names where kafka-python keeps an older one.
+    **{name: error_type for name, error_type in _PROTOCOL_ERRORS.values()},
+    "NOT_LEADER_OR_FOLLOWER": RetriableKafkaError,
     **_LIBRDKAFKA_LOCAL_ERRORS,
 }
+_STALE_METADATA: frozenset[int | str] = frozenset(
+    [code for code, (_, _, stale) in _BROKER_ERRORS.items() if stale]
+    + [name for name, _, stale in _BROKER_ERRORS.values() if stale] + ["NOT_LEADER_OR_FOLLOWER"])
 
 #: Kafka's names of the broker errors in the table.
-BROKER_ERROR_NAMES: frozenset[str] = frozenset(name for name, _ in _BROKER_ERRORS.values())
+BROKER_ERROR_NAMES: frozenset[str] = frozenset(name for name, _, _ in _BROKER_ERRORS.values()) | {
+    name for name, _ in _PROTOCOL_ERRORS.values()} | {"NOT_LEADER_OR_FOLLOWER"}
 
 
 def error_type(code: int | str) -> type[KafkaConnectorError] | None:
@@ -85,6 +118,12 @@ def error_type(code: int | str) -> type[KafkaConnectorError] | None:
         found = _BROKER_ERRORS.get(code)
         return found[1] if found is not None else None
     return _BY_NAME.get(code)
+
+
+def is_stale_metadata(code: int | str) -> bool:
+    """Whether Kafka says error ``code`` (or name) means the client's metadata is out of date (a
+    leader moved, a replica or a leader epoch is unknown): the retry must look it up again."""
+    return code in _STALE_METADATA
 
 
 def kafka_error(code: int | str, name: str, message: str, *, retriable: bool = False,
@@ -103,5 +142,5 @@ def kafka_error(code: int | str, name: str, message: str, *, retriable: bool = F
     if found is None:
         found = RetriableKafkaError if retriable else KafkaConnectorError
     if issubclass(found, RetriableKafkaError):
-        return found(message, code=name)
+        return found(message, code=name, stale_metadata=is_stale_metadata(code))
     return found(message)

@@ -23,9 +23,12 @@ class RetriableKafkaError(KafkaConnectorError):
     ``code`` is Kafka's error name (for example ``COORDINATOR_LOAD_IN_PROGRESS``) when known.
     """
 
-    def __init__(self, message: str, code: str | None = None) -> None:
+    def __init__(self, message: str, code: str | None = None, *, stale_metadata: bool = False) -> None:
         super().__init__(message)
         self.code = code
+        #: Kafka says the client's metadata is stale (a leader or leader epoch moved): the retry
+        #: must look the cluster up again, which the retrying admin does with a new client.
+        self.stale_metadata = stale_metadata
 
 
 class BrokerUnavailableError(RetriableKafkaError):

@@ -51,7 +51,7 @@ from tenacity import (
 
 from connectors.kafka.client_factory import clients_for, registered_scheme
 from connectors.kafka.clients import SimulatedCluster
-from connectors.kafka.errors import KafkaConnectorError, RetriableKafkaError
+from connectors.kafka.errors import RetriableKafkaError
 from connectors.tools.errors import BrokerStartError, BrokerUnreachableError, NoBrokerError
 from twophase.errors import InvalidValueError
 
@@ -144,17 +144,10 @@ class Broker:
 T = TypeVar("T")
 
 
-# Kafka errors that go away by themselves. librdkafka's admin results do not always flag them
-# retriable, so the seam may raise them as plain KafkaConnectorError naming the error.
-_TRANSIENT_ERROR_NAMES = ("NOT_LEADER_FOR_PARTITION", "NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE",
-                          "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR",
-                          "REQUEST_TIMED_OUT", "NETWORK_EXCEPTION")
-
-
 def is_transient(exc: BaseException) -> bool:
-    if isinstance(exc, RetriableKafkaError):
-        return True
-    return isinstance(exc, KafkaConnectorError) and any(name in str(exc) for name in _TRANSIENT_ERROR_NAMES)
+    """A Kafka error that goes away by itself: Kafka's own classification of the error code, applied
+    by the clients' one error table (``connectors/kafka/error_table.py``)."""
+    return isinstance(exc, RetriableKafkaError)
 
 
 def retry_transient(call: Callable[[], T], what: str, *, max_delay_s: float = 60.0) -> T:
