@@ -117,9 +117,11 @@ SUITE_ENV = "KAFKA_EOS_INTEGRATION"
 #: folder; an entry ending in ``::`` or ``[...-`` takes every test it begins. ``KAFKA_EOS_INTEGRATION=all
 #: pytest`` runs the rest too, as does naming a test file or node id on the command line.
 CI_SET = (
-    # The client seam, and the fake cluster's conformance, on the real broker.
+    # The client seam, and the fake cluster's conformance, on the real broker (4.x and 3.9), and a
+    # transaction's handle under transaction version 2 and the classic protocol.
     "test_kafka_clients.py::",
     "test_real_kafka_conformance.py::",
+    "test_transaction_versions.py::",
     # README command 1: Kafka from Maven Central, a driver kill, a broker restart, a lost transaction.
     "test_demo_on_real_kafka.py::",
     # The README's quick-start scripts, each as a user runs it; the kit shipped to a standalone
@@ -235,13 +237,12 @@ KAFKA39_ENV = "KAFKA_EOS_KAFKA39_BOOTSTRAP_SERVERS"
 
 
 @pytest.fixture(scope="session")
-def kafka39_clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClients]:
-    """Clients of a Kafka 3.9 broker, the last line before 4.0 (classic transactions, ZooKeeper's
-    last release): ``KAFKA_EOS_KAFKA39_BOOTSTRAP_SERVERS``, else the newest 3.9.x from Maven Central,
-    started here."""
+def kafka39_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Kafka 3.9 broker, the last line before 4.0 (the classic transaction protocol):
+    ``KAFKA_EOS_KAFKA39_BOOTSTRAP_SERVERS``, else the newest 3.9.x from Maven Central, started here."""
     external = os.environ.get(KAFKA39_ENV, "").strip()
     if external:
-        yield clients_for(external)
+        yield external
         return
     from connectors.tools.errors import BrokerStartError
     from kafka_testkit.kafka_distribution import MavenKafka
@@ -255,9 +256,14 @@ def kafka39_clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaC
                     f"Tried: {str(exc).splitlines()[0]}")
     log.info("Kafka 3.9 tests run against %s at %s", broker.description, bootstrap)
     try:
-        yield clients_for(bootstrap)
+        yield bootstrap
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka39_clients(kafka39_bootstrap: str) -> KafkaClients:
+    return clients_for(kafka39_bootstrap)
 
 
 @pytest.fixture
