@@ -1,6 +1,6 @@
 """Throughput benchmark of the exactly-once Spark pipeline against its baselines (issue 4).
 
-    KAFKA_HOME=/tmp/kafka python bench/run_bench.py [--records 1000000] [--out bench-results.json]
+    python bench/run_bench.py [--records 1000000] [--out bench-results.json]
 
 One invocation, one broker, one input topic; each run is a subprocess reading that input from
 offset 0 into an output topic of its own:
@@ -21,8 +21,11 @@ offset 0 into an output topic of its own:
 - ``spark_builtin`` / ``spark_builtin_source`` (issue 21): the same job on Spark's own Kafka
   connector (``format("kafka")``) at both ends, at-least-once, and Spark's own source feeding the
   kit's exactly-once sink; the connector's jars from ``--spark-kafka-jars`` or
-  ``KAFKA_EOS_SPARK_KAFKA_JARS`` (``bench/spark_kafka_jars.py``), else these runs are skipped
-  with the reason. Their ``*_restart`` runs are SIGKILLed and restarted like ``spark_eos_restart``.
+  ``KAFKA_EOS_SPARK_KAFKA_JARS``, else the official artifacts from Maven Central, resolved with
+  ``mvn`` at the installed pyspark's version or the nearest one served
+  (``bench/spark_kafka_jars.py``); the log and the report name the connector version used. Only
+  when none of these gives the four jars are these runs skipped, with the reason. Their
+  ``*_restart`` runs are SIGKILLed and restarted like ``spark_eos_restart``.
 
 Measured per run (nothing is asserted: the script reports, it does not judge by failing):
 
@@ -48,8 +51,9 @@ only when ``quix_eos`` did not run is it judged against a reference figure (73k 
 earlier, and the row says so.
 
 The broker: ``--bootstrap``, else ``KAFKA_BOOTSTRAP_SERVERS``, else a Docker engine, else
-``KAFKA_HOME`` started on 127.0.0.1 by the kit's launcher (``connectors.tools.broker``). A
-broker this script starts is stopped at the end.
+``KAFKA_HOME``, else the official Apache Kafka from Maven Central (``KAFKA_EOS_KAFKA_VERSION``,
+default the newest 4.x), the last two started on 127.0.0.1 by the kit's launcher
+(``connectors.tools.broker.find_broker``). A broker this script starts is stopped at the end.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ from connectors.kafka.clients import TopicPartition
 from connectors.kafka.client_factory import clients_for
 from connectors.tools.broker import Broker, find_broker
 from cold_start import breakdown, load_trace, render
+from spark_kafka_jars import ENV_VAR as SPARK_KAFKA_JARS_ENV, OPTION as SPARK_KAFKA_JARS_OPTION
 from spark_kafka_jars import SparkKafkaJars, resolve as resolve_spark_kafka_jars
 from twophase.state_storage import open_state_storage
 
@@ -1091,7 +1096,8 @@ def print_tables(results: dict[str, Any]) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap", default=None,
-                        help="a running broker (else KAFKA_BOOTSTRAP_SERVERS, Docker or KAFKA_HOME)")
+                        help="a running broker (else KAFKA_BOOTSTRAP_SERVERS, Docker, KAFKA_HOME or "
+                             "Kafka from Maven Central)")
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
@@ -1137,7 +1143,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--spark-kafka-jars", default=None, metavar="PATHS|DIR",
                         help="Spark's own Kafka connector for the spark_builtin* runs: comma-separated jars or a "
                              "directory (spark-sql-kafka-0-10, spark-token-provider-kafka-0-10, kafka-clients, "
-                             "commons-pool2); default: $KAFKA_EOS_SPARK_KAFKA_JARS; without it those runs are skipped")
+                             "commons-pool2); default: $KAFKA_EOS_SPARK_KAFKA_JARS, else the official artifacts "
+                             "from Maven Central (the installed pyspark's version or the nearest served); "
+                             "those runs are skipped only when none of these gives the jars")
     parser.add_argument("--out", default="bench-results.json")
     return parser.parse_args(argv)
 
@@ -1206,7 +1214,10 @@ def skip_spark_connector_runs(args: argparse.Namespace, selected: list[str],
             skipped[config] = jars.skip_reason
             selected.remove(config)
     else:
-        log(f"Spark's own Kafka connector from {jars.source}: {jars.spark_jars}")
+        # source is a description ("Spark's Kafka connector 4.2.0 from Maven Central (...)") or the setting.
+        label = f"the jars of {jars.source}" if jars.source in (SPARK_KAFKA_JARS_OPTION, SPARK_KAFKA_JARS_ENV) \
+            else jars.source
+        log(f"{', '.join(wanted)} on {label}: {jars.spark_jars}")
     return jars
 
 
@@ -1352,6 +1363,7 @@ def main(argv: list[str] | None = None) -> int:
                        "memory_check_records": args.memory_check_records,
                        "quix_python": quix, "quix_commit_interval_s": args.quix_commit_interval_s,
                        "spark_kafka_jars": list(map(str, spark_kafka_jars.jars)) if spark_kafka_jars else None,
+                       "spark_kafka_connector": spark_kafka_jars.source if spark_kafka_jars else None,
                        "runs": list(runs)},
             "environment": {"cpus": os.cpu_count(), "loadavg_start": load_start,
                             "loadavg_end": [round(v, 2) for v in os.getloadavg()],
