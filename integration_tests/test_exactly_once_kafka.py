@@ -22,6 +22,8 @@ from kafka_io import (
     wait_until_stable,
 )
 from twophase import failpoints
+from twophase.checkpoint_store import FileCheckpointStore
+from twophase.coordinator import CheckpointCoordinator
 from twophase.participants import RestoredState
 
 JOB = Path(__file__).resolve().parent.parent / "examples" / "copy_pipeline.py"
@@ -95,7 +97,7 @@ def test_reinitialised_transactional_id_surfaces_transaction_lost_error(kafka_bo
     assert read_committed_values(kafka_clients, topic) == []
 
 
-def test_lingering_transactions_are_aborted_at_restart(kafka_bootstrap, kafka_clients, unique_name):
+def test_lingering_transactions_are_aborted_at_restart(kafka_bootstrap, kafka_clients, unique_name, tmp_path):
     topic, prefix = unique_name("out"), unique_name("eos")
     kafka_clients.admin().create_topic(topic, 1)
     crashed = make_sink(kafka_bootstrap, prefix, topic)
@@ -111,8 +113,12 @@ def test_lingering_transactions_are_aborted_at_restart(kafka_bootstrap, kafka_cl
         "the open transaction should hold the LSO back"
     assert kafka_clients.txn_control().list_open_transactions(f"{prefix}-")
 
+    # The restart is the coordinator's one recovery (nothing stored yet): it aborts what the
+    # sink's id pool left open.
     restarted = make_sink(kafka_bootstrap, prefix, topic)
-    restarted.restore(RestoredState(None, None, False))
+    coordinator = CheckpointCoordinator(FileCheckpointStore(str(tmp_path / "chk")))
+    coordinator.register(restarted)
+    coordinator.restore()
 
     assert kafka_clients.txn_control().list_open_transactions(f"{prefix}-") == []
     wait_until_stable(kafka_clients, topic)
