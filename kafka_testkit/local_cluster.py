@@ -225,6 +225,21 @@ class LocalKafkaCluster:
     def revive(self, node_id: int) -> None:
         self.nodes[node_id].revive()
 
+    def upgrade(self, node_id: int, distribution: KafkaDistribution) -> None:
+        """One step of a rolling upgrade, as Kafka's upgrade notes describe it: stop node
+        ``node_id`` cleanly (SIGTERM: it hands its leaderships over), start it again on the same
+        ports and data with ``distribution`` (e.g. 3.9 -> 4.x), and wait until the whole cluster is
+        back in sync. Finalise the new version afterwards (``finalize_features``)."""
+        node = self.nodes[node_id]
+        distribution.check()
+        process = node._process
+        if process is not None:
+            node._terminate(process)
+        node.distribution = distribution
+        node.revive()
+        self.wait_until_healthy()
+        log.info("local Kafka cluster: node %d upgraded to %s", node_id, distribution.description)
+
     def bounce(self, node_id: int, downtime_s: float = 0.0) -> None:
         """SIGKILL the node, stay down ``downtime_s``, start it again and wait until it serves."""
         self.kill(node_id)

@@ -1,0 +1,163 @@
+"""Long rolling restarts: tens of hard bounces of a 3-node cluster's nodes under a query that runs
+all along, with every sink and both sources, and driver kills on top. The target is zero query
+failures (a query that stops by itself while the cluster keeps its quorum), and exactly-once.
+
+Not in the CI set (each combination runs for minutes): ``KAFKA_EOS_INTEGRATION=all``, or name the
+file. ``KAFKA_EOS_LONG_BOUNCES`` sets how many bounces each run sees (default 30).
+
+By construction, not by the clock: the query runs unbounded (a processing-time trigger of 1 s); a
+new chunk of input is produced after each bounce, so the input outlasts the bounces; the driver is
+SIGKILLed (its whole process group) after the 5th and the 15th bounce and started again from its
+checkpoint; once the last bounce is done, the query is stopped when the output holds every input
+id, and not before, and a bounded run from its checkpoint recovers what the stop left open.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from cluster_faults import Bouncer
+from connectors.kafka.broker_retry import BrokerRetryPolicy
+from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients import KafkaClients
+from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
+from spark_job import kit_lines, run_spark_job, spark_job_command, spark_job_environment
+
+pytestmark = pytest.mark.spark
+
+log = logging.getLogger(__name__)
+
+BOUNCES = int(os.environ.get("KAFKA_EOS_LONG_BOUNCES", "30"))
+DRIVER_KILLS_AFTER = (5, 15)
+CHUNK = 300
+#: Bounds the final wait for the output to catch up (a broken run fails, a passing one never waits this long).
+_CATCH_UP_BOUND_S = 600.0
+_RETRY = BrokerRetryPolicy(timeout_ms=120_000)
+
+COMBINATIONS = {
+    "kafka-eos-source-kafka-eos-sink": (),
+    "kafka-eos-source-foreach-batch-sink": ("--sink-format", "kafka-eos-foreach-batch"),
+    "spark-source-kafka-eos-sink": ("--source-format", "kafka"),
+    "spark-source-foreach-batch-sink": ("--source-format", "kafka", "--sink-format", "kafka-eos-foreach-batch"),
+}
+
+
+@pytest.fixture
+def cluster(kafka_cluster):
+    if not kafka_cluster.can_bounce:
+        pytest.skip(kafka_cluster.skip_reason)
+    kafka_cluster.local.wait_until_healthy()
+    yield kafka_cluster
+    kafka_cluster.local.wait_until_healthy()
+
+
+def produce_chunk(clients: KafkaClients, topic: str, label: str) -> list[str]:
+    ids = [f"{label}-{i}" for i in range(CHUNK)]
+    producer = clients.producer(None, {"enable.idempotence": "true", "message.timeout.ms": "120000"})
+    try:
+        for order_id in ids:
+            producer.produce(topic, json.dumps({"id": order_id, "seq": 0, "customer": "acme", "amount": 1.0}).encode(),
+                             key=order_id.encode())
+        producer.flush(180)
+    finally:
+        producer.close()
+    return ids
+
+
+class RunningQuery:
+    """The Spark example unbounded, restarted when the test kills it; a query that ends by itself is
+    a failure, counted (and restarted, to keep measuring)."""
+
+    def __init__(self, command: list[str], log_dir: Path) -> None:
+        self.command = command
+        self.log_dir = log_dir
+        self.runs = 0
+        self.failures: list[str] = []
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.runs += 1
+        out = open(self.log_dir / f"run-{self.runs}.log", "wb")
+        self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=out,
+                                        env=spark_job_environment(), start_new_session=True)
+        out.close()
+
+    def check(self) -> None:
+        """Count and restart a query that ended by itself."""
+        assert self.process is not None
+        code = self.process.poll()
+        if code is not None:
+            text = (self.log_dir / f"run-{self.runs}.log").read_text(errors="replace")
+            self.failures.append(f"run {self.runs} exit {code}: {kit_lines(text)[-1:] or text[-800:]}")
+            log.error("the query failed by itself: %s", self.failures[-1])
+            self.start()
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.check()
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        self.start()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+@pytest.mark.parametrize("combination", list(COMBINATIONS))
+def test_tens_of_bounces_with_driver_kills_never_fail_the_query(combination: str, cluster,
+                                                                 unique_name: Callable[[str], str], tmp_path: Path,
+                                                                 request: pytest.FixtureRequest) -> None:
+    bootstrap = cluster.bootstrap_servers
+    clients = clients_for(bootstrap)
+    source, sink, ids = topics_with_orders(clients, unique_name, CHUNK)
+    prefix = unique_name("long")
+    extra = ("--transactional-id-prefix", prefix, "--trigger-interval", "1 second", *COMBINATIONS[combination])
+    if "--source-format" in extra:
+        extra += ("--jars", request.getfixturevalue("spark_kafka_jars"))
+    command = [arg for arg in spark_job_command(bootstrap, source, sink, tmp_path / "chk", batch_records=CHUNK,
+                                                extra=extra) if arg != "--bounded"]
+    query = RunningQuery(command, tmp_path)
+    bouncer = Bouncer(cluster.local, period_s=15.0, seed=29)
+    query.start()
+    bouncer.start()
+    seen = 0
+    try:
+        while seen < BOUNCES:
+            assert not bouncer.errors, bouncer.errors
+            if len(bouncer.bounces) > seen and bouncer.bounces[seen].revived_at is not None:
+                seen += 1
+                ids += produce_chunk(clients, source, f"after-bounce-{seen}")
+                if seen in DRIVER_KILLS_AFTER:
+                    query.kill()
+            query.check()
+            time.sleep(0.5)
+    finally:
+        bouncer.stop()
+    try:
+        deadline = time.monotonic() + _CATCH_UP_BOUND_S
+        while len(set(read_committed_values(clients, sink))) < len(ids):
+            query.check()
+            assert time.monotonic() < deadline, f"the output did not catch up: {query.failures}"
+            time.sleep(2)
+        query.check()
+    finally:
+        query.stop()
+    log.info("%s: %d bounces, %d runs, failures %s", combination, len(bouncer.bounces), query.runs, query.failures)
+    assert not query.failures, query.failures
+    # The query was stopped by SIGKILL: a bounded run from its checkpoint recovers what it left.
+    final = run_spark_job(bootstrap, source, sink, tmp_path / "chk", batch_records=CHUNK, extra=extra)
+    assert final.returncode == 0, f"{kit_lines(final.stderr)}\n{final.stderr[-4000:]}"
+    wait_until_stable(clients, sink)
+    assert_exactly_once(read_committed_values(clients, sink), ids, copied_id)
+    assert _RETRY.call(lambda: clients.txn_control().list_open_transactions(f"{prefix}-"), "open transactions") == []
