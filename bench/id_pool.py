@@ -1,7 +1,7 @@
 """The broker-side cost of a long-running exactly-once query, and the per-batch cost of the sink,
 for this checkout and (side by side, in the same invocation) an older one (issue 9).
 
-    KAFKA_HOME=/tmp/kafka python bench/id_pool.py --batches 300 \
+    python bench/id_pool.py --batches 300 \
         [--baseline-python /tmp/old/.venv/bin/python --baseline-checkout /tmp/old]
 
 Every variant runs ``examples/spark_pipeline.py --transform copy --bounded`` of its checkout over
@@ -105,7 +105,7 @@ def run_variant(variant: Variant, bootstrap: str, input_topic: str, partitions: 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bootstrap", default=None, help="default: KAFKA_BOOTSTRAP_SERVERS, Docker, or KAFKA_HOME")
+    parser.add_argument("--bootstrap", default=None, help="default: KAFKA_BOOTSTRAP_SERVERS, Docker, KAFKA_HOME, or Kafka from Maven Central")
     parser.add_argument("--batches", type=int, default=300, help="micro-batches per run (default: 300)")
     parser.add_argument("--batch-records", type=int, default=10, help="records per micro-batch (default: 10)")
     parser.add_argument("--partitions", type=int, default=3, help="input partitions, i.e. write tasks (default: 3)")

@@ -1,6 +1,6 @@
 """What a write task and a read task pay for their Kafka clients, per task (issue 9).
 
-    KAFKA_HOME=/tmp/kafka python bench/task_clients.py [--tasks 60]
+    python bench/task_clients.py [--tasks 60]   # a broker as find_broker finds one, else Kafka from Maven Central
 
 Each step is what one Spark task does, timed on real Kafka, in one process:
 
