@@ -7,6 +7,7 @@ by construction, while the job is held in a failpoint's sleep that the job itsel
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue
@@ -17,14 +18,16 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.metadata import CoordinatorType
 
+from connectors.kafka.clients import KafkaClients
 from kafka_testkit.local_cluster import LocalKafkaCluster
 from kafka_testkit.spark_cluster import descendants
-from spark_job import spark_job_environment
+from spark_job import kit_lines, spark_job_environment
 
 log = logging.getLogger(__name__)
 
@@ -206,3 +209,58 @@ class WatchedJob:
     @property
     def stderr(self) -> str:
         return "\n".join(self.lines)
+
+
+def produce_chunk(clients: KafkaClients, topic: str, label: str, count: int) -> list[str]:
+    """``count`` more orders with ids of their own, produced with retries that ride through a bounce."""
+    ids = [f"{label}-{i}" for i in range(count)]
+    producer = clients.producer(None, {"enable.idempotence": "true", "message.timeout.ms": "120000"})
+    try:
+        for order_id in ids:
+            producer.produce(topic, json.dumps({"id": order_id, "seq": 0, "customer": "acme", "amount": 1.0}).encode(),
+                             key=order_id.encode())
+        producer.flush(180)
+    finally:
+        producer.close()
+    return ids
+
+
+class RunningQuery:
+    """The Spark example unbounded, restarted when the test kills it; a query that ends by itself is
+    a failure, counted (and restarted, to keep measuring)."""
+
+    def __init__(self, command: list[str], log_dir: Path) -> None:
+        self.command = command
+        self.log_dir = log_dir
+        self.runs = 0
+        self.failures: list[str] = []
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.runs += 1
+        out = open(self.log_dir / f"run-{self.runs}.log", "wb")
+        self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=out,
+                                        env=spark_job_environment(), start_new_session=True)
+        out.close()
+
+    def check(self) -> None:
+        """Count and restart a query that ended by itself."""
+        assert self.process is not None
+        code = self.process.poll()
+        if code is not None:
+            text = (self.log_dir / f"run-{self.runs}.log").read_text(errors="replace")
+            self.failures.append(f"run {self.runs} exit {code}: {kit_lines(text)[-1:] or text[-800:]}")
+            log.error("the query failed by itself: %s", self.failures[-1])
+            self.start()
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.check()
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        self.start()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()

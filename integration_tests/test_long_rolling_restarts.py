@@ -14,23 +14,19 @@ id, and not before, and a bounded run from its checkpoint recovers what the stop
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from cluster_faults import Bouncer
+from cluster_faults import Bouncer, RunningQuery, produce_chunk
 from connectors.kafka.broker_retry import BrokerRetryPolicy
 from connectors.kafka.client_factory import clients_for
-from connectors.kafka.clients import KafkaClients
 from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
-from spark_job import kit_lines, run_spark_job, spark_job_command, spark_job_environment
+from spark_job import kit_lines, run_spark_job, spark_job_command
 
 pytestmark = pytest.mark.spark
 
@@ -60,60 +56,6 @@ def cluster(kafka_cluster):
     kafka_cluster.local.wait_until_healthy()
 
 
-def produce_chunk(clients: KafkaClients, topic: str, label: str) -> list[str]:
-    ids = [f"{label}-{i}" for i in range(CHUNK)]
-    producer = clients.producer(None, {"enable.idempotence": "true", "message.timeout.ms": "120000"})
-    try:
-        for order_id in ids:
-            producer.produce(topic, json.dumps({"id": order_id, "seq": 0, "customer": "acme", "amount": 1.0}).encode(),
-                             key=order_id.encode())
-        producer.flush(180)
-    finally:
-        producer.close()
-    return ids
-
-
-class RunningQuery:
-    """The Spark example unbounded, restarted when the test kills it; a query that ends by itself is
-    a failure, counted (and restarted, to keep measuring)."""
-
-    def __init__(self, command: list[str], log_dir: Path) -> None:
-        self.command = command
-        self.log_dir = log_dir
-        self.runs = 0
-        self.failures: list[str] = []
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.runs += 1
-        out = open(self.log_dir / f"run-{self.runs}.log", "wb")
-        self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=out,
-                                        env=spark_job_environment(), start_new_session=True)
-        out.close()
-
-    def check(self) -> None:
-        """Count and restart a query that ended by itself."""
-        assert self.process is not None
-        code = self.process.poll()
-        if code is not None:
-            text = (self.log_dir / f"run-{self.runs}.log").read_text(errors="replace")
-            self.failures.append(f"run {self.runs} exit {code}: {kit_lines(text)[-1:] or text[-800:]}")
-            log.error("the query failed by itself: %s", self.failures[-1])
-            self.start()
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.check()
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
-        self.start()
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-
-
 @pytest.mark.parametrize("combination", list(COMBINATIONS))
 def test_tens_of_bounces_with_driver_kills_never_fail_the_query(combination: str, cluster,
                                                                  unique_name: Callable[[str], str], tmp_path: Path,
@@ -137,7 +79,7 @@ def test_tens_of_bounces_with_driver_kills_never_fail_the_query(combination: str
             assert not bouncer.errors, bouncer.errors
             if len(bouncer.bounces) > seen and bouncer.bounces[seen].revived_at is not None:
                 seen += 1
-                ids += produce_chunk(clients, source, f"after-bounce-{seen}")
+                ids += produce_chunk(clients, source, f"after-bounce-{seen}", CHUNK)
                 if seen in DRIVER_KILLS_AFTER:
                     query.kill()
             query.check()

@@ -4,35 +4,36 @@ only once the cluster is back in sync), then finalise the new version's features
 (``kafka-features.sh upgrade``; here the same UpdateFeatures request, through kafka-python).
 
 A 3-node 3.9 cluster (RF 3, ``min.insync.replicas=2``) from Maven Central, and the 4.x nodes from
-Maven Central too. The query is held (a failpoint's sleep it announces) after a committed batch
-while each node is upgraded, and once more while the features are finalised, so every step lands
-on a running query by construction. The query must never fail, and its output must be
-exactly-once, with no transaction of the sink left open.
+Maven Central too. The query runs unbounded (a processing-time trigger) all along, and new input
+is produced before each step, so every step lands on a running query with work to do by
+construction. The query must never end by itself; once the output holds every input record it is
+stopped, a bounded run from its checkpoint recovers what the stop left open, and the output must
+be exactly-once with no transaction of the sink left open.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
 from kafka.admin import KafkaAdminClient
 
-from cluster_faults import Fired, WatchedJob
+from cluster_faults import RunningQuery, produce_chunk
 from connectors.kafka.broker_retry import BrokerRetryPolicy
 from connectors.kafka.client_factory import clients_for
 from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
-from spark_job import kit_lines, spark_job_command
+from spark_job import kit_lines, run_spark_job, spark_job_command
 
 pytestmark = pytest.mark.spark
 
 log = logging.getLogger(__name__)
 
-RECORDS = 4000
-BATCH = 250
-#: The hold of each step: about a node's clean stop, start and catch-up (a longer step goes on
-#: while the query runs on, which is the upgrade too).
-HOLD_MS = 30_000
+CHUNK = 400
+#: Bounds the final wait for the output to catch up (a passing run never waits this long).
+_CATCH_UP_BOUND_S = 600.0
 _RETRY = BrokerRetryPolicy(timeout_ms=120_000)
 
 
@@ -70,36 +71,41 @@ def finalize_features(bootstrap: str) -> dict[str, tuple[int, int]]:
 
 
 def test_a_rolling_upgrade_from_3_9_to_4_never_fails_the_query(cluster_39, unique_name: Callable[[str], str],
-                                                                 tmp_path) -> None:
+                                                                 tmp_path: Path) -> None:
     from kafka_testkit.kafka_distribution import MavenKafka
 
     bootstrap = cluster_39.bootstrap_servers
     clients = clients_for(bootstrap)
-    source, sink, ids = topics_with_orders(clients, unique_name, RECORDS)
+    source, sink, ids = topics_with_orders(clients, unique_name, CHUNK)
     prefix = unique_name("upgrade")
+    extra = ("--transactional-id-prefix", prefix, "--trigger-interval", "1 second")
+    command = [arg for arg in spark_job_command(bootstrap, source, sink, tmp_path / "chk", batch_records=CHUNK,
+                                                extra=extra) if arg != "--bounded"]
+    query = RunningQuery(command, tmp_path)
     new_version = MavenKafka("4")
-    steps = [*sorted(cluster_39.nodes), "finalize"]
     done: list[str] = []
-
-    def on_fired(fired: Fired) -> None:
-        if fired.name != "after_commit" or len(done) >= len(steps):
-            return
-        step = steps[len(done)]
-        if step == "finalize":
-            finalized = finalize_features(bootstrap)
-            done.append(f"finalised {finalized}")
-        else:
-            cluster_39.upgrade(step, new_version)
-            done.append(f"node {step} on {new_version.description}")
-
-    holds = [f"after_commit:sleep({HOLD_MS})@{hit}" for hit in (2, 4, 6, 8)]
-    job = WatchedJob(spark_job_command(bootstrap, source, sink, tmp_path / "chk", *holds, batch_records=BATCH,
-                                       extra=("--transactional-id-prefix", prefix)), on_fired=on_fired)
-    code = job.start().wait()
-    assert not job.callback_errors, job.callback_errors
-    assert done and len(done) == len(steps), done
-    assert code == 0, f"the query failed during the upgrade (exit {code}): {kit_lines(job.stderr)}\n{job.stderr[-4000:]}"
-    log.info("upgrade steps: %s", done)
+    query.start()
+    try:
+        for node_id in sorted(cluster_39.nodes):
+            ids += produce_chunk(clients, source, f"before-node-{node_id}", CHUNK)
+            cluster_39.upgrade(node_id, new_version)
+            done.append(f"node {node_id} on {new_version.description}")
+            query.check()
+        ids += produce_chunk(clients, source, "before-finalize", CHUNK)
+        done.append(f"finalised {finalize_features(bootstrap)}")
+        ids += produce_chunk(clients, source, "after-finalize", CHUNK)
+        deadline = time.monotonic() + _CATCH_UP_BOUND_S
+        while len(set(read_committed_values(clients, sink))) < len(ids):
+            query.check()
+            assert time.monotonic() < deadline, f"the output did not catch up: {query.failures}"
+            time.sleep(2)
+        query.check()
+    finally:
+        query.stop()
+    log.info("upgrade steps: %s; query runs %d, failures %s", done, query.runs, query.failures)
+    assert not query.failures, query.failures
+    final = run_spark_job(bootstrap, source, sink, tmp_path / "chk", batch_records=CHUNK, extra=extra)
+    assert final.returncode == 0, f"{kit_lines(final.stderr)}\n{final.stderr[-4000:]}"
     wait_until_stable(clients, sink)
     assert_exactly_once(read_committed_values(clients, sink), ids, copied_id)
     assert _RETRY.call(lambda: clients.txn_control().list_open_transactions(f"{prefix}-"), "open transactions") == []

@@ -1,16 +1,17 @@
 """Transaction version 2 (KIP-890) and the classic protocol, on real brokers.
 
-Kafka 4.x clusters formatted since 4.0 finalise ``transaction.version=2``: the coordinator bumps
-the producer epoch at every EndTxn (version 5 and later, which the kit's control plane,
-kafka-python, sends). librdkafka, the kit's data path, does not speak version 2 yet. The kit names
-a transaction by (transactional id, producer id, epoch) as its producer saw it before EndTxn, so
-these tests show on both protocols that:
+Kafka 4.x clusters formatted since 4.0 finalise ``transaction.version=2``, under which EndTxn
+version 5 bumps the producer epoch at every commit and abort. librdkafka, the kit's data path,
+does not speak version 2, so the kit's control plane ends its transactions with EndTxn version 4,
+the classic protocol, on every broker (version 5 is refused by a 4.x node whose cluster has not
+finalised version 2, as all through a rolling upgrade from 3.9). These tests show on a cluster
+with version 2 finalised and on Kafka 3.9 that:
 
 - the driver's commit of a transaction a closed producer left open makes its records visible;
 - the commit resent with that handle (an answer lost to a broker restart) succeeds;
 - the opposite outcome is refused, and a re-initialised id fences the old handle;
-- the epoch the next InitProducerId hands out is the old one + 2 under version 2 (EndTxn bumped it)
-  and + 1 under the classic protocol, so a handle never names a later transaction.
+- the next InitProducerId hands out the old epoch + 1 on both: the kit's EndTxn bumps nothing, so
+  (transactional id, producer id, epoch) names one transaction and never a later one.
 
 design/exactly-once-protocol.md ("Transaction version 2") says what must change once the producer
 speaks version 2.
@@ -37,8 +38,8 @@ from connectors.kafka.client_factory import clients_for
 from connectors.kafka.clients import KafkaClients
 from connectors.kafka.errors import InvalidTxnStateError, ProducerFencedError
 
-#: The broker fixture, and the transaction version it is expected to run (the kit starts Kafka 4.x
-#: and 3.9 from Maven Central; a broker given from outside is checked for what it runs).
+#: The broker fixture, and the transaction version the case is about (the kit starts Kafka 4.x,
+#: which finalises 2, and 3.9 from Maven Central; a broker given from outside is checked).
 BROKERS = {"kafka": ("kafka_bootstrap", 2), "kafka-3.9": ("kafka39_bootstrap", 0)}
 
 
@@ -81,8 +82,8 @@ def test_a_transaction_is_named_by_its_handle_under_either_transaction_version(
         finally:
             producer.close()
         assert after.producer_id == handle.producer_id
-        # Version 2: EndTxn bumped the epoch once, InitProducerId once more; classic: only the latter.
-        assert after.producer_epoch == handle.producer_epoch + (2 if version >= 2 else 1)
+        # Only InitProducerId bumped the epoch: the kit's EndTxn (version 4) does not, under either.
+        assert after.producer_epoch == handle.producer_epoch + 1
         control = clients.txn_control()
         try:
             with pytest.raises(ProducerFencedError):

@@ -94,6 +94,15 @@ def _map_exception(exc: Exception, context: str, denied: Denied | None = None) -
     return mapped
 
 
+#: EndTxn's version: 4, the classic protocol, which the transactions' own producer (librdkafka, which
+#: does not speak transaction version 2) uses too. Version 5 is transaction version 2's: a 4.x
+#: broker refuses it with UNSUPPORTED_VERSION while the cluster has not finalised
+#: transaction.version=2 (all through a rolling upgrade from 3.9: integration_tests/
+#: test_rolling_upgrade.py), and where it is finalised it bumps the epoch at every EndTxn, which
+#: the producer does not expect. Every broker since 2.7 takes version 4 (3.9's newest).
+_END_TXN_VERSION = 4
+
+
 class KafkaPythonTransactionControl:
     """``TransactionControl`` over kafka-python's admin client.
 
@@ -218,12 +227,12 @@ class KafkaPythonTransactionControl:
                 producer_id=identity.producer_id,
                 producer_epoch=identity.producer_epoch,
                 committed=commit,
+                version=_END_TXN_VERSION,
             )
             in_flight.append((request, admin._manager.send(request, node_id=coordinators[transactional_id])))
         outcomes: list[tuple[int | None, Any]] = []
         for request, future in in_flight:
             try:
-                # The connection fixes the version (the highest both sides support) when it sends.
                 outcomes.append((request.API_VERSION, await future))
             except Exception as exc:
                 outcomes.append((None, exc))
