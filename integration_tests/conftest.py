@@ -136,8 +136,12 @@ CI_SET = (
     "test_exactly_once_kafka.py::",
     "test_driver_commit_fails.py::test_driver_commit_fails_while_the_jvm_lives_and_the_restart_is_exactly_once"
     "[mid_commit-exit]",
-    # A rolling restart of a 3-node cluster.
+    # A rolling restart of a 3-node cluster, and a rolling upgrade of one from Kafka 3.9 to 4.x.
     "test_rolling_restarts.py::test_bounces_and_a_coordinator_killed_mid_commit_never_fail_the_query",
+    "test_rolling_upgrade.py::",
+    # Months of operation: producer-id rollover, expired transactional ids.
+    "test_producer_id_rollover.py::",
+    "test_expired_transactional_ids.py::",
     # State on S3, and the driver moving to another machine with it.
     "test_state_on_s3.py::",
     "test_driver_moves.py::test_driver_killed_and_restarted_on_another_machine_is_exactly_once[mid_commit]",
