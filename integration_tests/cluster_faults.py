@@ -264,3 +264,15 @@ class RunningQuery:
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+
+    def wait_for_output(self, clients: KafkaClients, sink: str, expected: int, bound_s: float = 600.0) -> None:
+        """Until ``sink`` holds ``expected`` distinct records (read_committed), counting and
+        restarting a query that ends by itself meanwhile; ``bound_s`` only bounds a broken run."""
+        from kafka_io import read_committed_values
+
+        deadline = time.monotonic() + bound_s
+        while len(set(read_committed_values(clients, sink))) < expected:
+            self.check()
+            assert time.monotonic() < deadline, f"the output did not catch up: {self.failures}"
+            time.sleep(2)
+        self.check()

@@ -14,7 +14,6 @@ On a broker of its own that forgets idle ids within seconds (``transactional.id.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Callable, Iterator
 
 import pytest
 
+from cluster_faults import produce_chunk
 from connectors.kafka.client_factory import clients_for
 from connectors.kafka.clients import KafkaClients
 from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
@@ -72,20 +72,6 @@ def wait_until_forgotten(clients: KafkaClients, prefix: str) -> None:
         control.close()
 
 
-def load_more(clients: KafkaClients, topic: str, count: int, label: str) -> list[str]:
-    ids = [f"{label}{i}" for i in range(count)]
-    producer = clients.producer(None)
-    try:
-        for order_id in ids:
-            producer.produce(topic, json.dumps({"id": order_id, "seq": 0, "customer": "acme", "amount": 1.0}).encode(),
-                             key=order_id.encode())
-        producer.flush(60)
-    finally:
-        producer.close()
-    wait_until_stable(clients, topic)
-    return ids
-
-
 def test_a_query_whose_transactional_ids_expired_restarts_exactly_once(
         forgetful_broker: str, unique_name: Callable[[str], str], tmp_path: Path) -> None:
     clients = clients_for(forgetful_broker)
@@ -95,7 +81,8 @@ def test_a_query_whose_transactional_ids_expired_restarts_exactly_once(
     first = run_spark_job(forgetful_broker, source, sink, tmp_path / "chk", **job)
     assert first.returncode == 0, first.stderr[-4000:]
     wait_until_forgotten(clients, f"{prefix}-")
-    more = load_more(clients, source, 700, "later-")
+    more = produce_chunk(clients, source, "later", 700)
+    wait_until_stable(clients, source)
     second = run_spark_job(forgetful_broker, source, sink, tmp_path / "chk", **job)
     assert second.returncode == 0, f"{kit_lines(second.stderr)}\n{second.stderr[-4000:]}"
     wait_until_stable(clients, sink)

@@ -35,8 +35,6 @@ log = logging.getLogger(__name__)
 BOUNCES = int(os.environ.get("KAFKA_EOS_LONG_BOUNCES", "30"))
 DRIVER_KILLS_AFTER = (5, 15)
 CHUNK = 300
-#: Bounds the final wait for the output to catch up (a broken run fails, a passing one never waits this long).
-_CATCH_UP_BOUND_S = 600.0
 _RETRY = BrokerRetryPolicy(timeout_ms=120_000)
 
 COMBINATIONS = {
@@ -87,12 +85,7 @@ def test_tens_of_bounces_with_driver_kills_never_fail_the_query(combination: str
     finally:
         bouncer.stop()
     try:
-        deadline = time.monotonic() + _CATCH_UP_BOUND_S
-        while len(set(read_committed_values(clients, sink))) < len(ids):
-            query.check()
-            assert time.monotonic() < deadline, f"the output did not catch up: {query.failures}"
-            time.sleep(2)
-        query.check()
+        query.wait_for_output(clients, sink, len(ids))
     finally:
         query.stop()
     log.info("%s: %d bounces, %d runs, failures %s", combination, len(bouncer.bounces), query.runs, query.failures)

@@ -14,7 +14,6 @@ be exactly-once with no transaction of the sink left open.
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -32,8 +31,6 @@ pytestmark = pytest.mark.spark
 log = logging.getLogger(__name__)
 
 CHUNK = 400
-#: Bounds the final wait for the output to catch up (a passing run never waits this long).
-_CATCH_UP_BOUND_S = 600.0
 _RETRY = BrokerRetryPolicy(timeout_ms=120_000)
 
 
@@ -94,12 +91,7 @@ def test_a_rolling_upgrade_from_3_9_to_4_never_fails_the_query(cluster_39, uniqu
         ids += produce_chunk(clients, source, "before-finalize", CHUNK)
         done.append(f"finalised {finalize_features(bootstrap)}")
         ids += produce_chunk(clients, source, "after-finalize", CHUNK)
-        deadline = time.monotonic() + _CATCH_UP_BOUND_S
-        while len(set(read_committed_values(clients, sink))) < len(ids):
-            query.check()
-            assert time.monotonic() < deadline, f"the output did not catch up: {query.failures}"
-            time.sleep(2)
-        query.check()
+        query.wait_for_output(clients, sink, len(ids))
     finally:
         query.stop()
     log.info("upgrade steps: %s; query runs %d, failures %s", done, query.runs, query.failures)
