@@ -17,22 +17,20 @@ Either way the server command's PID is the broker's JVM itself (the scripts ``ex
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
-import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 from kafka_testkit.maven_artifacts import (
     MavenUnavailableError,
     ResolvedJars,
-    cache_dir,
     pick_version,
     release_versions,
+    remember_pick,
+    remembered_pick,
     resolve_jars,
 )
 
@@ -44,8 +42,6 @@ DEFAULT_VERSION_SPEC = "4"
 OFF = ("off", "none", "no", "0", "false")
 GROUP = "org.apache.kafka"
 ARTIFACT = "kafka_2.13"
-#: How long the newest version found for a spec such as ``4`` is reused before Maven is asked again.
-_PICK_TTL_S = 24 * 3600.0
 #: What Kafka's own kafka-run-class.sh gives the broker's JVM besides the heap.
 _JVM_OPTS = ("-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
              "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true")
@@ -118,16 +114,6 @@ class KafkaHome(KafkaDistribution):
         return env
 
 
-@dataclass(frozen=True)
-class _Pick:
-    """The version last found for a spec (persisted, so that a start needs no listing)."""
-
-    spec: str
-    version: str
-    picked_at: float
-    format_version: int = 1
-
-
 class MavenKafka(KafkaDistribution):
     """The official ``kafka_2.13`` jars of one Kafka version from Maven Central, run with ``java``."""
 
@@ -152,18 +138,11 @@ class MavenKafka(KafkaDistribution):
             self._major = int(self.version.split(".")[0]) if self.version else 0
             self.description = f"Apache Kafka {self.version} from Maven Central"
 
-    def _pick_file(self) -> Path:
-        return cache_dir() / "maven" / f"kafka-pick-{self.spec}.json"
-
     def _cached_pick(self) -> str | None:
         if self.spec.count(".") == 2:
             return self.spec
-        try:
-            pick = _Pick(**json.loads(self._pick_file().read_text()))
-        except (OSError, ValueError, TypeError):
-            return None
-        fresh = time.time() - pick.picked_at < _PICK_TTL_S
-        return pick.version if fresh and pick.spec == self.spec else None
+        pick = remembered_pick("kafka", self.spec)
+        return pick.version if pick is not None else None
 
     def _candidates(self) -> list[str]:
         cached = self._cached_pick()
@@ -186,8 +165,7 @@ class MavenKafka(KafkaDistribution):
                 continue
             self.version = version
             if self.spec.count(".") < 2:
-                self._pick_file().parent.mkdir(parents=True, exist_ok=True)
-                self._pick_file().write_text(json.dumps(_Pick(self.spec, version, time.time()).__dict__) + "\n")
+                remember_pick("kafka", self.spec, version)
             return broker, logging_jars
         raise KafkaDistributionError(f"Kafka {self.spec} from Maven Central: {'; '.join(errors)}")
 

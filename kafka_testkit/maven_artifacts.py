@@ -24,6 +24,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import xml.etree.ElementTree as ElementTree
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -35,6 +36,8 @@ from connectors.tools.errors import BrokerStartError
 log = logging.getLogger(__name__)
 
 CACHE_ENV = "KAFKA_EOS_CACHE_DIR"
+#: How long a version found by listing and trying is reused before Maven is asked again.
+PICK_TTL_S = 24 * 3600.0
 #: One ``mvn`` call may download a few hundred MB on a cold cache.
 _MVN_TIMEOUT_S = 900.0
 _MANIFEST = "manifest.json"
@@ -247,3 +250,40 @@ def nearest_versions(target: str, releases: Sequence[str]) -> list[str]:
     exact = [v for v in releases if v == target]
     return exact + older + newer
 
+
+@dataclass(frozen=True)
+class VersionPick:
+    """A version found by listing and trying (the newest 4.x, the connector nearest to pyspark's),
+    persisted in the cache so that the next start needs neither; reused for ``PICK_TTL_S``."""
+
+    #: What was asked for: a version spec such as ``4``, or the version a fallback stands in for.
+    asked: str
+    version: str
+    #: Why it is not what was asked for, when it is a fallback.
+    reason: str | None
+    picked_at: float
+    format_version: int = 1
+
+
+def _pick_file(name: str, asked: str) -> Path:
+    return cache_dir() / "maven" / f"{name}-pick-{asked}.json"
+
+
+def remembered_pick(name: str, asked: str) -> VersionPick | None:
+    """The pick of ``name`` for ``asked`` remembered by :func:`remember_pick`, while fresh."""
+    try:
+        pick = VersionPick(**json.loads(_pick_file(name, asked).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    if pick.asked != asked or time.time() - pick.picked_at >= PICK_TTL_S:
+        return None
+    return pick
+
+
+def remember_pick(name: str, asked: str, version: str, reason: str | None = None) -> None:
+    path = _pick_file(name, asked)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(asdict(VersionPick(asked, version, reason, time.time()))) + "\n")
+    except OSError as exc:  # only a cache: the next start looks for the version again
+        log.warning("could not remember %s %s in %s: %s", name, version, path, exc)

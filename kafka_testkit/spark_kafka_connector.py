@@ -24,21 +24,20 @@ the user provides, and wins over Maven Central.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 from kafka_testkit.maven_artifacts import (
     MavenUnavailableError,
-    cache_dir,
     mvn_executable,
     nearest_versions,
     release_versions,
+    remember_pick,
+    remembered_pick,
     resolve_jars,
 )
 
@@ -50,7 +49,8 @@ ARTIFACT = "spark-sql-kafka-0-10_2.13"
 MAX_TRIES = 3
 #: How long a fallback found for a pyspark version is reused before the exact version is tried
 #: again (it may be served by then); within it a session starts with no ``mvn`` run at all.
-_PICK_TTL_S = 24 * 3600.0
+#: The cache name of the connector version remembered for a pyspark version (maven_artifacts' picks).
+_PICK_NAME = "spark-sql-kafka"
 #: A jar's version: the first ``-``-separated part of its name that looks like ``1.2...``.
 _DOTTED = re.compile(r"^\d+\.\d")
 
@@ -92,18 +92,6 @@ class SparkKafkaConnector:
             return f"Spark's Kafka connector {self.version} from Maven Central (pyspark's own version)"
         return (f"Spark's Kafka connector {self.version} from Maven Central "
                 f"(pyspark is {self.pyspark_version}; {self.pyspark_version} is not served)")
-
-
-@dataclass(frozen=True)
-class _Pick:
-    """The fallback last found for a pyspark version (persisted, so that a session needs no
-    failed ``mvn`` run and no listing of versions)."""
-
-    pyspark_version: str
-    version: str
-    reason: str
-    picked_at: float
-    format_version: int = 1
 
 
 def installed_pyspark_version() -> str:
@@ -164,29 +152,6 @@ def _cache_name(version: str) -> str:
     return f"spark-sql-kafka-{version}"
 
 
-def _pick_file(pyspark_version: str) -> Path:
-    return cache_dir() / "maven" / f"spark-sql-kafka-pick-{pyspark_version}.json"
-
-
-def _cached_pick(pyspark_version: str) -> _Pick | None:
-    try:
-        pick = _Pick(**json.loads(_pick_file(pyspark_version).read_text()))
-    except (OSError, ValueError, TypeError):
-        return None
-    if pick.pyspark_version != pyspark_version or time.time() - pick.picked_at >= _PICK_TTL_S:
-        return None
-    return pick
-
-
-def _store_pick(pick: _Pick) -> None:
-    path = _pick_file(pick.pyspark_version)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(asdict(pick)) + "\n")
-    except OSError as exc:  # only a cache: the next session lists the versions again
-        log.warning("could not remember the connector version in %s: %s", path, exc)
-
-
 def _fallback_candidates(target: str) -> list[str]:
     """The served releases nearest to ``target``, of its major version only: a connector of another
     major version is built for another Spark (and Scala) and does not load."""
@@ -227,7 +192,7 @@ def resolve_connector(pyspark_version: str | None = None, *,
                  ", ".join(jar.name for jar in kept), ", ".join(jar.name for jar in excluded) or "none")
         return connector
 
-    pick = _cached_pick(target)
+    pick = remembered_pick(_PICK_NAME, target)
     if pick is not None:
         log.info("pyspark %s: connector %s as found before (%s)", target, pick.version, pick.reason)
         connector = attempt(pick.version, pick.reason)
@@ -252,7 +217,7 @@ def resolve_connector(pyspark_version: str | None = None, *,
             continue
         connector = attempt(version, exact_error)
         if connector is not None:
-            _store_pick(_Pick(target, version, exact_error, time.time()))
+            remember_pick(_PICK_NAME, target, version, exact_error)
             return connector
     raise SparkKafkaConnectorError(f"Spark's Kafka connector ({GROUP}:{ARTIFACT}) for pyspark {target} from Maven "
                                    f"Central: tried {', '.join(tried) or 'nothing'}; " + "; ".join(errors))

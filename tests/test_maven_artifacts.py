@@ -276,7 +276,7 @@ def test_a_stale_pick_tries_the_exact_version_again(monkeypatch: pytest.MonkeyPa
                                                     spark_jars: Path) -> None:
     fake = _maven(monkeypatch, tmp_path, served=["4.2.0"])
     resolve_connector("4.3.0", spark_jars_dir=spark_jars)
-    monkeypatch.setattr(spark_kafka_connector.time, "time", lambda: 10 ** 11)
+    monkeypatch.setattr(maven_artifacts.time, "time", lambda: 10 ** 11)  # the remembered pick ages out
     fake.served.add("4.3.0")
     fake.resolved.clear()
     assert resolve_connector("4.3.0", spark_jars_dir=spark_jars).exact
