@@ -295,6 +295,35 @@ def test_metrics_files_of_both_engines_are_read(tmp_path):
     assert read_metrics(tmp_path / "absent.jsonl").checkpoints == []
 
 
+def test_the_recovery_after_a_kill_is_a_commit_by_another_process(tmp_path):
+    """A job killed right after a commit may stamp that commit in the kill's millisecond, or one
+    later: it is not the recovery. CI once measured a recovery of 0 ms that way."""
+    from connectors.tools.job_metrics import read_metrics
+
+    def line(pid, checkpoint_id, committed_ms):
+        return (f'{{"event":"checkpoint","pid":{pid},"checkpoint_id":{checkpoint_id},"trigger_ms":{committed_ms - 5},'
+                f'"stored_ms":{committed_ms - 1},"committed_ms":{committed_ms},"records":10}}\n')
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(line(7, 1, 1000) + line(7, 2, 2000) + line(7, 3, 2001) + line(9, 3, 2600))
+    metrics = read_metrics(path)
+    assert metrics.first_commit_after(2000).committed_ms == 2000
+    # Killed at 2000: the commits stamped at 2000 and 2001 are the dying run's own.
+    assert metrics.first_commit_after_death(500, 2000, pid=7).committed_ms == 2600
+    # Started through a launcher (pid 3): the job's pid is known by its commits before the kill.
+    assert metrics.first_commit_after_death(500, 2000, pid=3).committed_ms == 2600
+    # A fault that ends no process (a broker restart) takes the first commit from its end on.
+    assert metrics.first_commit_after(2001).committed_ms == 2001
+    # Spark's progress lines name no process: only a later one counts.
+    spark = tmp_path / "spark.jsonl"
+    spark.write_text('{"batchId": 3, "numInputRows": 5, "durationMs": {"triggerExecution": 0}, '
+                     '"timestamp": "2026-11-22T03:17:50.153Z"}\n'
+                     '{"batchId": 4, "numInputRows": 5, "durationMs": {"triggerExecution": 0}, '
+                     '"timestamp": "2026-11-22T03:17:51.000Z"}\n')
+    death = read_metrics(spark).checkpoints[0].committed_ms
+    assert read_metrics(spark).first_commit_after_death(0, death, pid=3).checkpoint_id == 4
+
+
 def test_failpoint_hits_are_planned_from_the_input_and_the_batch_size(tmp_path):
     def hits(engine, records, batch):
         template = JobTemplate.for_engine(engine) if engine != "custom" else JobTemplate.custom(AT_LEAST_ONCE_JOB)

@@ -108,7 +108,8 @@ class CheckpointMetrics(CheckpointParticipant):
 
 @dataclass(frozen=True)
 class CheckpointEvent:
-    pid: int
+    #: The committing process; None for a Spark progress line, which does not name it.
+    pid: int | None
     checkpoint_id: int
     trigger_ms: int
     stored_ms: int
@@ -131,6 +132,20 @@ class JobMetrics:
         later = [c for c in self.checkpoints if c.committed_ms >= time_ms]
         return min(later, key=lambda c: c.committed_ms) if later else None
 
+    def first_commit_after_death(self, start_ms: int, death_ms: int, pid: int | None) -> CheckpointEvent | None:
+        """The first commit after a run (process ``pid``) that began at ``start_ms`` died at
+        ``death_ms``: one by another process.
+
+        The dying run may have written a commit's line in the very millisecond of its death, or
+        even stamped it a millisecond after the killer read the clock, so its pids (its own and any
+        child's that committed before the death) are ruled out; a line without a pid counts only if
+        it is later than the death."""
+        dead = {c.pid for c in self.checkpoints if c.pid is not None and start_ms <= c.committed_ms <= death_ms}
+        dead.add(pid)
+        later = [c for c in self.checkpoints if c.committed_ms >= death_ms and
+                 (c.pid not in dead if c.pid is not None else c.committed_ms > death_ms)]
+        return min(later, key=lambda c: c.committed_ms) if later else None
+
     def held_after(self, time_ms: int) -> int | None:
         """The first moment after ``time_ms`` a run was held with all its input processed."""
         return min((t for t in self.held_ms if t >= time_ms), default=None)
@@ -147,7 +162,7 @@ def _spark_batch(event: dict[str, Any]) -> CheckpointEvent:
     that duration stands for the commit time."""
     trigger_ms = _iso_ms(str(event["timestamp"]))
     committed_ms = trigger_ms + int(event.get("durationMs", {}).get("triggerExecution", 0))
-    return CheckpointEvent(pid=0, checkpoint_id=int(event["batchId"]), trigger_ms=trigger_ms,
+    return CheckpointEvent(pid=None, checkpoint_id=int(event["batchId"]), trigger_ms=trigger_ms,
                            stored_ms=committed_ms, committed_ms=committed_ms,
                            records=int(event.get("numInputRows", 0)))
 

@@ -181,6 +181,8 @@ class RunResult:
     lost_transactions_reported: int = 0
     #: Executor task failures the run's log shows were injected (KAFKA_EOS_TASK_FAILURE_RATE).
     task_failures_injected: int = 0
+    #: The started process (the job, or whatever launches it).
+    pid: int | None = None
 
     @property
     def died_abruptly(self) -> bool:
@@ -203,7 +205,7 @@ class RunResult:
             "failpoints_fired": self.failpoints_fired, "transaction_lost": self.transaction_lost,
             "lost_records_reported": self.lost_records_reported,
             "lost_transactions_reported": self.lost_transactions_reported,
-            "task_failures_injected": self.task_failures_injected,
+            "task_failures_injected": self.task_failures_injected, "pid": self.pid,
         }
 
     def log_tail(self, lines: int = 20) -> str:
@@ -239,6 +241,7 @@ class JobRun:
         with open(log_path, "ab") as out:
             self._process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        self.result.pid = self._process.pid
         log.info("job started (pid %d): %s", self._process.pid, shlex.join(argv))
 
     @property

@@ -73,7 +73,7 @@ from connectors.tools.broker import (
     retry_transient,
 )
 from connectors.tools.errors import UsageError
-from connectors.tools.job_metrics import CheckpointEvent, read_metrics
+from connectors.tools.job_metrics import CheckpointEvent, JobMetrics, read_metrics
 from connectors.tools.jobs import JobRun, JobTemplate, RunResult
 from connectors.tools.loader import ensure_topic
 from connectors.tools.verify import ProgressCallback, VerifyReport, committed_record_count, verify
@@ -308,8 +308,7 @@ class Replay:
             self._run_until_done(name, result, rng, values, folder)
         metrics = read_metrics(metrics_file)
         result.checkpoints = metrics.checkpoints
-        result.recoveries = [(start, end, first.committed_ms if (first := metrics.first_commit_after(end)) else None)
-                             for start, end in self._faults(result)]
+        result.recoveries = self._recoveries(result, metrics)
         if not opts.template.writes_metrics:
             result.notes.append("the job command has no {metrics_file}: no checkpoint timings")
         self._verify(result)
@@ -616,9 +615,19 @@ class Replay:
 
     # -- verification and verdicts -----------------------------------------------------------------
 
-    def _faults(self, result: ScenarioResult) -> list[tuple[int, int]]:
-        return [(run.fault_start_ms, run.fault_end_ms or run.fault_start_ms) for run in result.runs
-                if run.fault_start_ms is not None]
+    @staticmethod
+    def _recoveries(result: ScenarioResult, metrics: JobMetrics) -> list[tuple[int, int, int | None]]:
+        """Each fault's start and end, and the first commit after it by a process the fault did
+        not end (a broker restart leaves the job running; a kill or a failpoint's exit does not)."""
+        recoveries: list[tuple[int, int, int | None]] = []
+        for run in result.runs:
+            if run.fault_start_ms is None:
+                continue
+            start, end = run.fault_start_ms, run.fault_end_ms or run.fault_start_ms
+            ended = run.killed or run.exit_code not in (0, None)
+            first = metrics.first_commit_after_death(run.start_ms, end, run.pid) if ended else metrics.first_commit_after(end)
+            recoveries.append((start, end, first.committed_ms if first else None))
+        return recoveries
 
     def _verify(self, result: ScenarioResult) -> None:
         opts = self.options
