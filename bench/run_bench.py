@@ -82,6 +82,7 @@ from connectors.kafka.clients import TopicPartition
 from connectors.kafka.client_factory import clients_for
 from connectors.tools.broker import Broker, find_broker
 from cold_start import breakdown, load_trace, render
+from proc_sampling import ProcStat, cmdline, machine_cpu, process_tree, proc_stats, pss
 from spark_kafka_jars import ENV_VAR as SPARK_KAFKA_JARS_ENV, OPTION as SPARK_KAFKA_JARS_OPTION
 from spark_kafka_jars import SparkKafkaJars, resolve as resolve_spark_kafka_jars
 from twophase.state_storage import open_state_storage
@@ -154,95 +155,11 @@ TARGET_EOS_VS_BUILTIN = 1.0
 COMMITTED_LINE = re.compile(
     r"batch (\d+) committed: (\d+) transactions, (\d+) records, (\d+) ms"
     r"(?: \(prepare (\d+), store (\d+), EndTxn (\d+), mark (\d+))?")
-PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 BENCH_PID = os.getpid()
 
 
 def log(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-# -- /proc sampling ------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ProcStat:
-    comm: str
-    ppid: int
-    session: int
-    cpu_s: float
-    rss: int
-
-
-def _proc_stats() -> dict[int, ProcStat]:
-    """Every process (and kernel thread) of the machine, from /proc/<pid>/stat."""
-    stats = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                data = f.read().decode("utf-8", "replace")
-        except OSError:
-            continue  # exited meanwhile
-        close = data.rfind(")")
-        fields = data[close + 2:].split()
-        # fields[0] is field 3 (state) of proc(5): ppid 4, session 6, utime 14, stime 15, rss 24.
-        stats[int(entry)] = ProcStat(data[data.find("(") + 1:close], int(fields[1]), int(fields[3]),
-                                     (int(fields[11]) + int(fields[12])) / CLOCK_TICKS,
-                                     int(fields[21]) * PAGE_SIZE)
-    return stats
-
-
-def process_tree(root: int, stats: dict[int, ProcStat]) -> list[int]:
-    """``root`` and its descendants, and the processes of its session: Spark's Python daemon and
-    its workers may have been re-parented."""
-    children: dict[int, list[int]] = {}
-    for pid, stat in stats.items():
-        children.setdefault(stat.ppid, []).append(pid)
-    found, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        if pid in stats and pid not in found:
-            found.add(pid)
-            todo.extend(children.get(pid, ()))
-    found.update(pid for pid, stat in stats.items() if stat.session == root)
-    return sorted(found)
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            parts = f.read().split(b"\0")
-    except OSError:
-        return "?"
-    words = [p.decode("utf-8", "replace") for p in parts if p]
-    # Enough to tell a driver from the JVM from a Python worker.
-    interesting = [w for w in words if w.endswith(".py") or w.startswith("pyspark.") or
-                   w.startswith("org.apache.spark.") or w == "-m"]
-    return " ".join([Path(words[0]).name] + interesting)[:100] if words else "?"
-
-
-def _pss(pid: int) -> int:
-    """Proportional set size in bytes (shared pages split between their users), 0 if gone."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def _machine_cpu() -> tuple[float, float]:
-    """(busy, steal) CPU seconds of the whole machine since boot, from /proc/stat. Steal is time
-    the hypervisor gave this VM's CPUs to someone else (counted in busy)."""
-    with open("/proc/stat") as f:
-        values = [int(v) for v in f.readline().split()[1:]] + [0] * 8
-    # user nice system idle iowait irq softirq steal guest guest_nice; guest time is in user.
-    busy = sum(values[:8]) - values[3] - values[4]
-    return busy / CLOCK_TICKS, values[7] / CLOCK_TICKS
 
 
 class TreeSampler(threading.Thread):
@@ -293,7 +210,7 @@ class TreeSampler(threading.Thread):
         return self.labels[pid][1] if pid in self.labels else "?"
 
     def sample(self) -> None:
-        stats = _proc_stats()
+        stats = proc_stats()
         now = time.time()
         tree = self._tree(stats)
         in_tree = set(tree)
@@ -302,7 +219,7 @@ class TreeSampler(threading.Thread):
             if pid in in_tree:
                 self.cpu_tree[pid] = max(self.cpu_tree.get(pid, 0.0), stat.cpu_s)
                 if self.labels.get(pid, ("",))[0] != stat.comm:  # new, or exec'ed (spark-class -> java)
-                    self.labels[pid] = (stat.comm, _cmdline(pid))
+                    self.labels[pid] = (stat.comm, cmdline(pid))
             elif pid != BENCH_PID:
                 base = self.cpu_other[pid][0] if pid in self.cpu_other else (stat.cpu_s if first else 0.0)
                 self.cpu_other[pid] = (base, stat.cpu_s)
@@ -315,7 +232,7 @@ class TreeSampler(threading.Thread):
         # Also when the RSS has grown by a tenth since the last PSS reading: short runs get one.
         if self.samples % self.pss_every == 0 or total > 1.1 * self._rss_at_pss:
             self._rss_at_pss = total
-            self.peak_pss = max(self.peak_pss, sum(_pss(pid) for pid in tree))
+            self.peak_pss = max(self.peak_pss, sum(pss(pid) for pid in tree))
         self.samples += 1
         if tree:
             self.series.append((now, total))
@@ -576,7 +493,7 @@ def execute(run: Run, bootstrap: str, partitions: int, work: Path, broker_pid: i
     """Start the run's process, watch it until it exits, and fill ``run.results``."""
     assert run.stderr_file is not None
     load_before = os.getloadavg()
-    cpu_before = _machine_cpu()
+    cpu_before = machine_cpu()
     bench_cpu_before = time.process_time()
     watcher = FirstOutputWatcher(bootstrap, run.output, partitions)
     with open(run.stderr_file.with_suffix(".stdout"), "wb") as out, open(run.stderr_file, "wb") as err:
@@ -596,7 +513,7 @@ def execute(run: Run, bootstrap: str, partitions: int, work: Path, broker_pid: i
     ended = time.time()
     sampler.stop()
     watcher.stop()
-    cpu_after = _machine_cpu()
+    cpu_after = machine_cpu()
     bench_cpu = time.process_time() - bench_cpu_before
     busy = cpu_after[0] - cpu_before[0]
     broker_cpu = sampler.watch_cpu_s
@@ -661,7 +578,7 @@ def execute_restart(run: Run, bootstrap: str, partitions: int, work: Path, broke
         time.sleep(0.05)
     if process.poll() is not None:
         run.results["restart_note"] = f"the first process exited ({process.returncode}) before it was killed"
-    for pid in process_tree(process.pid, _proc_stats()):
+    for pid in process_tree(process.pid, proc_stats()):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
