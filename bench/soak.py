@@ -59,6 +59,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "integration_tests"))
 
 from cluster_faults import RunningQuery  # noqa: E402
+from confluent_kafka import Producer  # noqa: E402
+
 from connectors.kafka.broker_retry import BrokerRetryPolicy  # noqa: E402
 from connectors.kafka.client_factory import clients_for  # noqa: E402
 from connectors.kafka.clients import KafkaClients, TopicPartition  # noqa: E402
@@ -66,7 +68,7 @@ from connectors.tools.verify import verify  # noqa: E402
 from kafka_testkit.kafka_distribution import from_environment  # noqa: E402
 from kafka_testkit.local_cluster import LocalKafkaCluster  # noqa: E402
 from kafka_testkit.node_bouncer import Bouncer  # noqa: E402
-from proc_sampling import cmdline, open_fds, process_tree, proc_stats, pss  # noqa: E402
+from proc_sampling import cmdline, machine_cpu, open_fds, process_tree, proc_stats, pss  # noqa: E402
 from spark_job import spark_job_command, spark_job_environment  # noqa: E402
 from spark_kafka_jars import resolve as resolve_spark_kafka_jars  # noqa: E402
 
@@ -110,10 +112,10 @@ class SteadyInput(threading.Thread):
     """Produces ``rate`` records a second (ids ``in-0``, ``in-1``, ...), catching up after a stall
     (a bounce may hold the producer's flush): the count sent follows the clock, not the stalls."""
 
-    def __init__(self, clients: KafkaClients, topic: str, rate: int) -> None:
+    def __init__(self, bootstrap: str, topic: str, rate: int) -> None:
         super().__init__(name="steady-input", daemon=True)
-        self._producer = clients.producer(None, {"enable.idempotence": "true", "message.timeout.ms": "300000",
-                                                 "linger.ms": "20"})
+        self._producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": "true",
+                                   "message.timeout.ms": "300000", "linger.ms": "20", "log_level": 3})
         self._topic = topic
         self._rate = rate
         self._stop_event = threading.Event()
@@ -125,6 +127,13 @@ class SteadyInput(threading.Thread):
             self.errors.append(str(err))
 
     def run(self) -> None:
+        try:
+            self._produce()
+        except Exception as exc:  # the soak's loop sees the thread gone and ends the soak
+            log.exception("the input stopped")
+            self.errors.append(repr(exc))
+
+    def _produce(self) -> None:
         started = time.monotonic()
         while not self._stop_event.wait(0.1):
             due = int((time.monotonic() - started) * self._rate)
@@ -142,7 +151,8 @@ class SteadyInput(threading.Thread):
 
     def stop(self) -> None:
         self._stop_event.set()
-        self.join(timeout=60)
+        if self.is_alive():
+            self.join(timeout=60)
         remaining = self._producer.flush(300)
         if remaining:
             self.errors.append(f"{remaining} records not acknowledged after 300 s")
@@ -155,11 +165,9 @@ def _role(command: str) -> str:
         return "driver JVM"
     if "pyspark.daemon" in command:
         return "Python daemon"
-    if "pyspark.worker" in command or "pyspark." in command:
-        return "Python workers"
     if "spark_pipeline.py" in command:
         return "driver Python"
-    return "Python workers" if "python" in command else "other"
+    return "other"
 
 
 def _files(root: Path) -> int:
@@ -183,6 +191,8 @@ class Sample:
     #: The output's read_committed end offsets, summed: its records plus a marker per partition
     #: and transaction, so it only tells that the output moves.
     output_committed: int | None
+    #: The whole machine's busy CPU since the last sample, % of all its cores: what else ran shows.
+    machine_busy_pct: float | None = None
 
 
 class Sampler:
@@ -193,6 +203,7 @@ class Sampler:
         self._cluster, self._query, self._clients, self._output = cluster, query, clients, output
         self._state_dir, self._checkpoint_dir, self._started = state_dir, checkpoint_dir, started
         self._log_offsets: dict[int, int] = {}
+        self._cpu_at: tuple[float, float] = (time.monotonic(), machine_cpu()[0])
 
     def _new_commit_times(self) -> list[float]:
         """The sink's commit times logged since the last sample, from every run's log."""
@@ -216,14 +227,21 @@ class Sampler:
         fds_by: dict[str, int] = {}
         for node_id in sorted(self._cluster.nodes):
             pid = self._cluster.pid(node_id)
-            if pid is not None:
-                pss_by[f"broker {node_id}"] = pss(pid) / 2**20
+            size = pss(pid) if pid is not None else 0
+            if size:  # not a bounced node that is down
+                pss_by[f"broker {node_id}"] = size / 2**20
                 fds_by[f"broker {node_id}"] = open_fds(pid)
         process = self._query.process
         if process is not None and process.poll() is None:
-            for pid in process_tree(process.pid, stats):
-                role = _role(cmdline(pid))
-                pss_by[role] = pss_by.get(role, 0.0) + pss(pid) / 2**20
+            tree = process_tree(process.pid, stats)
+            roles = {pid: _role(cmdline(pid)) for pid in tree}
+            for pid in tree:
+                # pyspark's daemon forks its workers, which keep its command line.
+                role = "Python workers" if roles.get(stats[pid].ppid) == "Python daemon" else roles[pid]
+                size = pss(pid)
+                if size == 0:
+                    continue  # exited meanwhile, or a process whose memory is not readable
+                pss_by[role] = pss_by.get(role, 0.0) + size / 2**20
                 fds_by[role] = fds_by.get(role, 0) + open_fds(pid)
         return pss_by, fds_by
 
@@ -249,11 +267,14 @@ class Sampler:
         pss_by, fds_by = self._processes()
         ids, open_ = self._transactions()
         commit_ms = self._new_commit_times()
+        now, busy = time.monotonic(), machine_cpu()[0]
+        busy_pct = 100 * (busy - self._cpu_at[1]) / ((now - self._cpu_at[0]) * (os.cpu_count() or 1))
+        self._cpu_at = (now, busy)
         return Sample(SAMPLES_VERSION, round(time.monotonic() - self._started, 1),
                       {k: round(v, 1) for k, v in pss_by.items()}, fds_by, ids, open_,
                       _files(self._state_dir), _files(self._checkpoint_dir), len(commit_ms),
                       statistics.median(commit_ms) if commit_ms else None, max(commit_ms, default=None),
-                      produced, self._output_committed())
+                      produced, self._output_committed(), round(busy_pct, 1))
 
 
 # -- the summary and the plot -----------------------------------------------------------------------
@@ -276,6 +297,7 @@ def _series(samples: list[Sample]) -> dict[str, list[tuple[float, float]]]:
         add("kit state objects", s.time_s, s.kit_state_objects)
         add("Spark checkpoint objects", s.time_s, s.spark_checkpoint_objects)
         add("commit ms (median of the interval)", s.time_s, s.commit_ms_median)
+        add("machine CPU busy, %", s.time_s, s.machine_busy_pct)
     return series
 
 
@@ -303,7 +325,8 @@ def plot(samples: list[Sample], events: list[dict[str, Any]], path: Path) -> Non
     panels = [("PSS, MiB", "PSS MiB, "), ("open file descriptors", "open FDs, "),
               ("transactional ids and state objects",
                ("transactional ids", "open transactions", "kit state objects", "Spark checkpoint objects")),
-              ("commit time, ms (median per sample)", "commit ms")]
+              ("commit time, ms (median per sample)", "commit ms"),
+              ("the machine's CPU, % busy (all cores; anything else running shows here)", "machine CPU")]
     fig, axes = plt.subplots(len(panels), 1, figsize=(11, 2.6 * len(panels)), sharex=True)
     for ax, (title, match) in zip(axes, panels):
         for name, points in series.items():
@@ -312,7 +335,7 @@ def plot(samples: list[Sample], events: list[dict[str, Any]], path: Path) -> Non
                 ax.plot([t / 60 for t, _ in points], [v for _, v in points], label=label, linewidth=1)
         for event in events:
             if event["event"] == "bounce":
-                ax.axvline(event["time_s"] / 60, color="0.85", linewidth=0.6, zorder=0)
+                ax.axvline(event["time_s"] / 60, color="0.7", linewidth=0.6, zorder=0)
             elif event["event"] in ("driver kill", "query failed"):
                 ax.axvline(event["time_s"] / 60, color="tab:red", linewidth=1, linestyle="--", zorder=0)
         ax.set_title(title, fontsize=9, loc="left")
@@ -389,8 +412,8 @@ class Soak:
         command = [a for a in spark_job_command(bootstrap, source, output, checkpoint_dir, batch_records=100_000,
                                                 extra=extra) if a != "--bounded"]
         (self.out / "logs").mkdir(exist_ok=True)
-        query = RunningQuery(command, self.out / "logs")
-        steady = SteadyInput(clients, source, args.rate)
+        query = RunningQuery(command, self.out / "logs", env=commit_log_env())
+        steady = SteadyInput(bootstrap, source, args.rate)
         bouncer = Bouncer(cluster, period_s=args.bounce_every_s, downtime_s=args.bounce_downtime_s, seed=28)
         self.started = time.monotonic()
         sampler = Sampler(cluster, query, clients, output, state_dir, checkpoint_dir, self.started)
@@ -408,6 +431,9 @@ class Soak:
         end = self.started + args.minutes * 60
         try:
             while (now := time.monotonic()) < end:
+                if not steady.is_alive():
+                    self.event("input failed", errors=steady.errors)
+                    break
                 query.check()
                 while failures_seen < len(query.failures):
                     self.event("query failed", detail=query.failures[failures_seen])
@@ -466,18 +492,27 @@ class Soak:
         query.stop()
         self.event("query stopped")
         bounded = [*command, "--bounded"]
-        final = RunningQuery(bounded, self.out / "logs")
+        final = RunningQuery(bounded, self.out / "logs", env=commit_log_env())
         final.runs = query.runs
         final.start()
         assert final.process is not None
         code = final.process.wait(timeout=1800)
         self.event("bounded run from the checkpoint", exit_code=code)
+        (self.out / "verify").mkdir(exist_ok=True)
         report = verify(clients, source, output, id_spec="key", work_dir=self.out / "verify")
         open_left = _RETRY.call(lambda: clients.txn_control().list_open_transactions(f"{PREFIX}-"),
                                 "open transactions")
         exactly_once = report.exactly_once and code == 0 and not open_left
         return {"verdict": "exactly-once" if exactly_once else "NOT exactly-once", "counts": report.counts,
                 "final_run_exit_code": code, "open_transactions_left": len(open_left)}
+
+
+def commit_log_env() -> dict[str, str]:
+    """The sink's commit runs in Spark's Python workers, whose logging is not configured: the
+    bench's process hook has them log the "batch N committed" line (as for run_bench.py)."""
+    hooks = str(REPO / "bench" / "process_hooks")
+    return {"KAFKA_EOS_BENCH_COMMIT_LOG": "1",
+            "PYTHONPATH": os.pathsep.join(p for p in (hooks, os.environ.get("PYTHONPATH", "")) if p)}
 
 
 def distribution_text(cluster: LocalKafkaCluster) -> str:
@@ -487,6 +522,7 @@ def distribution_text(cluster: LocalKafkaCluster) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kafka").setLevel(logging.WARNING)  # kafka-python logs every connection at INFO
     out = args.out or REPO / "bench" / "soak-results" / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out.mkdir(parents=True, exist_ok=True)
     soak = Soak(args, out)

@@ -139,9 +139,10 @@ class RunningQuery:
     """The Spark example unbounded, restarted when the test kills it; a query that ends by itself is
     a failure, counted (and restarted, to keep measuring)."""
 
-    def __init__(self, command: list[str], log_dir: Path) -> None:
+    def __init__(self, command: list[str], log_dir: Path, env: dict[str, str] | None = None) -> None:
         self.command = command
         self.log_dir = log_dir
+        self.env = env
         self.runs = 0
         self.failures: list[str] = []
         self.process: subprocess.Popen[bytes] | None = None
@@ -150,7 +151,7 @@ class RunningQuery:
         self.runs += 1
         out = open(self.log_dir / f"run-{self.runs}.log", "wb")
         self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=out,
-                                        env=spark_job_environment(), start_new_session=True)
+                                        env=spark_job_environment(self.env), start_new_session=True)
         out.close()
 
     def check(self) -> None:
