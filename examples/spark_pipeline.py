@@ -27,7 +27,7 @@ import logging
 import os
 import sys
 
-from connectors.tools import worker_python
+from connectors import worker_python
 from twophase import failpoints
 
 log = logging.getLogger("spark_pipeline")
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         os.environ.pop(failpoints.KILL_GROUP_ENV, None)
     # The Python Spark starts for the job's processes: this interpreter, importing pyspark with its
-    # cached bytecode rather than from pyspark.zip (connectors/tools/worker_python.py).
+    # cached bytecode rather than from pyspark.zip (connectors/worker_python.py).
     os.environ.setdefault("PYSPARK_PYTHON", worker_python.path())
     failpoints.load_from_env()
 

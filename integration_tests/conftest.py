@@ -248,7 +248,7 @@ def kafka39_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
     if external:
         yield external
         return
-    from connectors.tools.errors import BrokerStartError
+    from kafka_testkit.errors import BrokerStartError
     from kafka_testkit.kafka_distribution import MavenKafka
     from kafka_testkit.local_broker import LocalKafkaBroker
 
@@ -351,7 +351,7 @@ def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredC
     from kafka_testkit.local_broker import LocalBrokerError
     from kafka_testkit.secured_broker import SecuredKafkaBroker
     from connectors.tools.broker import OWN_BROKER_TXN_CLEANUP_MS, TXN_CLEANUP_INTERVAL_KEY
-    from connectors.tools.errors import BrokerStartError
+    from kafka_testkit.errors import BrokerStartError
 
     try:
         distribution = from_environment(kafka_home)

@@ -36,7 +36,7 @@ _RETRY = BrokerRetryPolicy(timeout_ms=120_000)
 
 @pytest.fixture(scope="module")
 def cluster_39(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from connectors.tools.errors import BrokerStartError
+    from kafka_testkit.errors import BrokerStartError
     from kafka_testkit.kafka_distribution import MavenKafka
     from kafka_testkit.local_cluster import LocalKafkaCluster
 

@@ -32,7 +32,7 @@ from typing import Mapping
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from connectors.tools.errors import BrokerStartError
+from kafka_testkit.errors import BrokerStartError
 from kafka_testkit.kafka_distribution import KafkaDistribution, KafkaDistributionError, MavenKafka, as_distribution
 
 log = logging.getLogger(__name__)

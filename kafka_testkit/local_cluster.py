@@ -33,7 +33,7 @@ from typing import Mapping
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from connectors.tools.errors import BrokerStartError, NoBrokerError
+from kafka_testkit.errors import BrokerStartError, NoClusterError
 from kafka_testkit.kafka_distribution import VERSION_ENV, KafkaDistribution, as_distribution, from_environment
 from kafka_testkit.local_broker import LocalBrokerError, LocalKafkaBroker, _cluster_id
 
@@ -291,10 +291,6 @@ class LocalKafkaCluster:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
-
-
-class NoClusterError(NoBrokerError):
-    """Neither an external cluster nor a Kafka distribution (KAFKA_HOME, Maven Central) to start one from."""
 
 
 def find_cluster(work_dir: str | os.PathLike[str] | None = None, *,

@@ -31,7 +31,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from connectors.tools.errors import BrokerStartError
+from kafka_testkit.errors import BrokerStartError
 
 log = logging.getLogger(__name__)
 

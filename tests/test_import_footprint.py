@@ -66,10 +66,10 @@ def tools_loaded_after(statement: str) -> set[str]:
     "import connectors.spark",
     "import connectors.spark.reader, connectors.spark.writer, connectors.spark.write_task",
     "import connectors.spark.foreach_batch, connectors.spark.dataframe_writer, connectors.spark.commit_protocol",
-    "import connectors.spark.failures, connectors.spark.metrics_listener",
+    "import connectors.spark.failures, connectors.monitoring.metrics_listener",
     "import connectors.kafka.sink, connectors.kafka.source, connectors.kafka.committer",
     "import twophase.coordinator, twophase.pipeline",
-    "import connectors.tools.worker_python, connectors.tools.command",
+    "import connectors.worker_python, connectors.tools.command",
 ])
 def test_the_sink_and_the_source_import_nothing_of_the_tools_extra(statement):
     assert tools_loaded_after(statement) == set()

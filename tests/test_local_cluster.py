@@ -7,11 +7,11 @@ import socket
 import pytest
 
 from connectors.tools.broker import NoBrokerError, cluster_broker
+from kafka_testkit.errors import NoClusterError
 from kafka_testkit.kafka_distribution import VERSION_ENV
 from kafka_testkit.local_cluster import (
     CLUSTER_ENV,
     PORT_RANGE,
-    NoClusterError,
     find_cluster,
     free_port_below_ephemeral,
 )

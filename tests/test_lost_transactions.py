@@ -18,8 +18,8 @@ from connectors.kafka.writer import KafkaTransactionWriter  # noqa: E402
 from connectors.spark.commit_protocol import SparkCommitProtocol  # noqa: E402
 from connectors.tools import cli  # noqa: E402
 from connectors.tools import jobs  # noqa: E402
-from connectors.tools.prometheus_metrics import exposition  # noqa: E402
-from connectors.tools.status import attention_reasons  # noqa: E402
+from connectors.monitoring.prometheus_metrics import exposition  # noqa: E402
+from connectors.monitoring.status import attention_reasons  # noqa: E402
 from test_status import QUERY_ID, ROWS_PER_TASK, new_query  # noqa: E402
 from twophase.checkpoint_statistics import CheckpointOutcome  # noqa: E402
 from twophase.errors import KafkaEosError  # noqa: E402

@@ -17,9 +17,9 @@ from connectors.spark.commit_protocol import SparkCommitProtocol  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.writer import KafkaCommitMessage  # noqa: E402
 from connectors.tools import cli  # noqa: E402
-from connectors.tools.prometheus_metrics import exposition  # noqa: E402
-from connectors.tools import status as status_module  # noqa: E402
-from connectors.tools.status import attention_reasons, read_status  # noqa: E402
+from connectors.monitoring.prometheus_metrics import exposition  # noqa: E402
+from connectors.monitoring import status as status_module  # noqa: E402
+from connectors.monitoring.status import attention_reasons, read_status  # noqa: E402
 from kafka_fixtures import produce_committed  # noqa: E402
 from kafka_testkit.crashing_storage import CrashingStorage, SimulatedCrash, WriteLog  # noqa: E402
 from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
@@ -294,7 +294,7 @@ class _ProgressEvent:
 def test_the_listener_publishes_its_query_metrics_for_the_textfile_collector(tmp_path, caplog):
     import pickle
 
-    from connectors.spark.metrics_listener import KafkaEosMetricsListener
+    from connectors.monitoring.metrics_listener import KafkaEosMetricsListener
 
     query = new_query(tmp_path, retained=3)
     query.run_batch(0)

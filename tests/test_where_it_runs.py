@@ -17,7 +17,7 @@ from connectors.kafka.errors import UnknownTopicError
 from connectors.kafka import guardrails
 from connectors.kafka.guardrails import check_output_topic, missing_topic_message
 from connectors.spark.failures import kit_error_lines, missing_kit_module, worker_python_message
-from connectors.tools import worker_python
+from connectors import worker_python
 from kafka_testkit.fake_cluster import FakeKafkaClients
 
 

@@ -1,6 +1,6 @@
 """``kafka-eos-python``: the Python for the processes Spark starts for the kit's data source, which
 imports pyspark from the installed package instead of from the ``pyspark.zip`` Spark puts first
-on their path (connectors/tools/worker_python.py)."""
+on their path (connectors/worker_python.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from connectors.tools import worker_python
+from connectors import worker_python
 
 
 def _site(tmp_path: Path, version: str = "installed") -> tuple[Path, Path]:
@@ -48,7 +48,7 @@ def test_run_module_imports_the_installed_package(tmp_path: Path) -> None:
     (tmp_path / "probe" / "probe_module.py").write_text(
         "import sys, pyspark\nprint(pyspark.WHERE, sys.argv[1:], __name__)\n")
     code = ("import sys; sys.path[:0] = sys.argv[1:4]; sys.argv = ['kafka-eos-python', '-m', 'probe_module', 'x', 'y'];"
-            "from connectors.tools.worker_python import main; main()")
+            "from connectors.worker_python import main; main()")
     done = subprocess.run([sys.executable, "-c", code, str(zip_file), str(tmp_path / "probe"), str(site)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

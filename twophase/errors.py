@@ -3,7 +3,8 @@
 Every exception the kit raises to its users derives from :class:`KafkaEosError`, so an application
 can tell the kit's failures from its own with one ``except``. Each package keeps its errors in its
 own ``errors.py`` (``connectors.kafka.errors``, ``connectors.spark.errors``,
-``connectors.tools.errors``); this module imports nothing, so every process may import it.
+``connectors.monitoring.errors``, ``connectors.tools.errors``, ``kafka_testkit.errors``); this
+module imports nothing, so every process may import it.
 
 Errors that used to be plain Python exceptions keep that base too (``ValueError`` for bad input,
 ``RuntimeError`` for a state the kit refuses), so code written against the old bases still catches

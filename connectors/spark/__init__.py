@@ -34,12 +34,12 @@ def register(spark: SparkSession) -> None:
 
 def use_session_python(spark: SparkSession) -> str | None:
     """On a local master where the user named no Python for Spark's workers, make them run this
-    session's interpreter (``connectors.tools.worker_python.use_session_python``): without it,
+    session's interpreter (``connectors.worker_python.use_session_python``): without it,
     PySpark starts ``python3`` from ``PATH``, which in a job run as ``.venv/bin/python job.py``
     without an activated venv is a Python without the kit. Must run on the driver before the
     functions whose workers it concerns are made (registration, ``mapInArrow``); returns the
     Python it set, or None (kept as it was; on Spark Connect there is nothing to set here)."""
-    from connectors.tools.worker_python import use_session_python as use
+    from connectors.worker_python import use_session_python as use
 
     try:
         context = spark.sparkContext
@@ -81,12 +81,12 @@ def _check_driver_python(spark: SparkSession) -> None:
 def _register_with_worker_python(spark: SparkSession) -> None:
     """Registers the data source so that the Python processes Spark starts for it (one per
     planning step, and the worker daemon) import pyspark from the installed package, not from
-    ``pyspark.zip`` (``connectors/tools/worker_python.py``), where that is safe.
+    ``pyspark.zip`` (``connectors/worker_python.py``), where that is safe.
 
     Spark takes the Python of a data source's processes from ``SparkContext.pythonExec`` when the
     data source is registered, so it is swapped for the registration only: the job's other Python
     code (UDFs, foreachBatch) keeps the session's."""
-    from connectors.tools.worker_python import for_data_source
+    from connectors.worker_python import for_data_source
 
     try:
         context = spark.sparkContext

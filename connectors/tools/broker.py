@@ -52,8 +52,8 @@ from tenacity import (
 from connectors.kafka.client_factory import clients_for, registered_scheme
 from connectors.kafka.clients import SimulatedCluster
 from connectors.kafka.errors import RetriableKafkaError
-from connectors.tools.errors import BrokerStartError, BrokerUnreachableError, NoBrokerError
-from twophase.errors import InvalidValueError
+from connectors.tools.errors import BrokerUnreachableError, LauncherUnavailableError, NoBrokerError
+from twophase.errors import InvalidValueError, KafkaEosError
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +63,9 @@ _FAKE = "fake-kafka"
 #: Entry points that start a Kafka distribution on this machine: ``kafka-home`` is called with
 #: ``(kafka_home, work_dir, extra_config=...)``, ``maven-central`` with ``(version_spec, work_dir,
 #: extra_config=...)``; each returns a launcher with ``start()`` (returning the bootstrap address),
-#: ``stop()``, ``pid``, ``description`` and, optionally, ``restart(downtime_s=...)``; a start that
-#: fails raises ``BrokerStartError``.
+#: ``stop()``, ``pid``, ``description`` and, optionally, ``restart(downtime_s=...)``. A launcher
+#: is a plugin with errors of its own: any error of the kit's root that one raises means that
+#: source of a broker failed, and the next is tried.
 LAUNCHER_GROUP = "pyspark_kafka_eos.kafka_launchers"
 #: The broker aborts timed-out transactions only every this many ms (Kafka's default is 10 s).
 #: Brokers the tool starts check every second, so the transaction-timeout scenario is quick.
@@ -324,8 +325,8 @@ def _container_broker(image: str) -> Broker:
 def _launcher(name: str) -> EntryPoint:
     launchers = entry_points(group=LAUNCHER_GROUP, name=name)
     if not launchers:
-        raise BrokerStartError(f"no launcher {name!r} is installed (entry point of {LAUNCHER_GROUP}; the kit's "
-                               "test kit provides it)")
+        raise LauncherUnavailableError(f"no launcher {name!r} is installed (entry point of {LAUNCHER_GROUP}; the "
+                                       "kit's test kit provides it)")
     return next(iter(launchers))
 
 
@@ -356,11 +357,13 @@ def cluster_broker(*, environ: Mapping[str, str] | None = None, work_dir: str | 
     if not launchers:
         raise NoBrokerError(f"no 3-node cluster launcher is installed (entry point 'kafka-cluster' of "
                             f"{LAUNCHER_GROUP})")
-    # The launcher raises NoBrokerError itself, saying what to set.
     env = dict(os.environ if environ is None else environ)
     if kafka_version:
         env[KAFKA_VERSION_ENV] = kafka_version
-    cluster = next(iter(launchers)).load()(work_dir, environ=env)
+    try:
+        cluster = next(iter(launchers)).load()(work_dir, environ=env)
+    except KafkaEosError as exc:  # the launcher's own error says what to set
+        raise NoBrokerError(str(exc)) from exc
     local = cluster.local
     if local is None:
         return Broker(cluster.bootstrap_servers, cluster.origin, owned=False,
@@ -404,7 +407,7 @@ def find_broker(explicit: str | None = None, *, environ: Mapping[str, str] | Non
     if kafka_home:
         try:
             return _started_broker(_launcher("kafka-home"), kafka_home, work_dir)
-        except BrokerStartError as exc:
+        except KafkaEosError as exc:  # the launcher's own error, or none installed
             tried.append(f"KAFKA_HOME={kafka_home} did not start: {str(exc).splitlines()[0]}")
     else:
         tried.append("KAFKA_HOME is not set")
@@ -412,7 +415,7 @@ def find_broker(explicit: str | None = None, *, environ: Mapping[str, str] | Non
         # The launcher reads the version (and "off") from KAFKA_VERSION_ENV itself when given none.
         version = kafka_version or env.get(KAFKA_VERSION_ENV, "").strip()
         return _started_broker(_launcher("maven-central"), version, work_dir)
-    except BrokerStartError as exc:
+    except KafkaEosError as exc:  # the launcher's own error, or none installed
         log.warning("Kafka from Maven Central did not start: %s", str(exc).splitlines()[0])
         tried.append(f"Kafka from Maven Central did not start: {str(exc).splitlines()[0]}")
     raise NoBrokerError(NO_BROKER_HELP.format(image=image, tried="; ".join(tried)))

@@ -38,13 +38,13 @@ from connectors.tools.broker import (
     cluster_broker,
     find_broker,
 )
+from connectors.monitoring.errors import StatusUnavailableError
 from connectors.tools.errors import (
     BrokerUnreachableError,
     IdFieldError,
     IdSpecError,
     JobTemplateError,
     NoBrokerError,
-    StatusUnavailableError,
     TopicNotFoundError,
     UsageError,
 )
@@ -62,7 +62,7 @@ from connectors.tools.replay import (
     parse_scenarios,
 )
 from connectors.tools.report import COLUMNS, ReportFiles, overall, table_rows, title, write_reports
-from connectors.tools.status import QueryStatus, attention_reasons, read_status
+from connectors.monitoring.status import QueryStatus, attention_reasons, read_status
 from connectors.tools.transactions import sink_footprint
 from connectors.tools.verify import IdSpec, ProgressCallback, VerifyReport, verify
 
@@ -541,13 +541,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     reasons = attention_reasons(status)
     if args.plot is not None:
-        from connectors.tools.status_plot import plot_status
+        from connectors.monitoring.status_plot import plot_status
 
         err.print(f"plot: {plot_status(status, args.plot)}", markup=False, highlight=False)
     if args.json:
         print(json.dumps(status.to_json(), indent=1))
     elif args.prometheus:
-        from connectors.tools.prometheus_metrics import exposition
+        from connectors.monitoring.prometheus_metrics import exposition
 
         sys.stdout.write(exposition(status))
     else:

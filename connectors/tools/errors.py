@@ -14,8 +14,8 @@ class NoBrokerError(KafkaEosError, RuntimeError):
     """No broker could be found or started; the message says what to provide."""
 
 
-class BrokerStartError(KafkaEosError, RuntimeError):
-    """A broker the tool started (``KAFKA_HOME``) did not come up; the message says why."""
+class LauncherUnavailableError(KafkaEosError, RuntimeError):
+    """No launcher of that name is installed (an entry point of ``pyspark_kafka_eos.kafka_launchers``)."""
 
 
 class BrokerUnreachableError(KafkaEosError, RuntimeError):
@@ -36,7 +36,3 @@ class IdFieldError(KafkaEosError, ValueError):
 
 class TopicNotFoundError(KafkaEosError, ValueError):
     """A topic to verify does not exist."""
-
-
-class StatusUnavailableError(KafkaEosError, RuntimeError):
-    """``kafka-eos status`` cannot read what it needs (Spark's checkpoint, the sink's state); exit 2."""

@@ -95,8 +95,8 @@ class KafkaEosMetricsListener(StreamingQueryListener):
         """Read the query's status now and publish its metrics."""
         from prometheus_client import push_to_gateway, write_to_textfile
 
-        from connectors.tools.prometheus_metrics import registry_for
-        from connectors.tools.status import read_status
+        from connectors.monitoring.prometheus_metrics import registry_for
+        from connectors.monitoring.status import read_status
 
         clients: Any = None
         if self.bootstrap:

@@ -34,7 +34,7 @@ from connectors.spark.errors import QueryCheckpointError
 from connectors.spark.options import state_dir_under
 from connectors.spark.commit_protocol import SINK_PARTICIPANT
 from connectors.spark.query_checkpoint import OFFSET_LOG, read_query_checkpoint
-from connectors.tools.errors import StatusUnavailableError
+from connectors.monitoring.errors import StatusUnavailableError
 from twophase.checkpoint_statistics import CheckpointStatistics, retained_statistics
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.errors import CorruptCheckpointError, UnsupportedStateLocationError

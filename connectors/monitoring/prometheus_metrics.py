@@ -1,9 +1,9 @@
 """A query's status as Prometheus metrics (``kafka_eos_*``), through prometheus-client.
 
-:class:`QueryStatusCollector` turns a :class:`~connectors.tools.status.QueryStatus` into metric
+:class:`QueryStatusCollector` turns a :class:`~connectors.monitoring.status.QueryStatus` into metric
 families; prometheus-client renders them (:func:`exposition`), for ``kafka-eos status
 --prometheus`` (node-exporter's textfile collector, a push gateway) and for the metrics listener
-of a running query (:mod:`connectors.spark.metrics_listener`). Every metric carries the
+of a running query (:mod:`connectors.monitoring.metrics_listener`). Every metric carries the
 ``query_id`` label, so one Prometheus tells queries apart.
 
 Counters (``_total``) and the commit-duration histogram come from the running totals kept with
@@ -25,7 +25,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from connectors.tools.status import QueryStatus, attention_reasons
+from connectors.monitoring.status import QueryStatus, attention_reasons
 from twophase.checkpoint_statistics import COMMIT_DURATION_BUCKETS_S
 
 PREFIX = "kafka_eos"

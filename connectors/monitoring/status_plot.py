@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from connectors.tools.status import QueryStatus
+from connectors.monitoring.status import QueryStatus
 from twophase.checkpoint_statistics import CheckpointOutcome
 
 _PARTS = (("prepare", "prepare_ms"), ("store", "store_ms"), ("EndTxn", "end_txn_ms"), ("mark", "mark_ms"),
