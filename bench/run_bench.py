@@ -79,7 +79,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from connectors.kafka.clients import TopicPartition
-from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients.factory import clients_for
 from connectors.tools.broker import Broker, find_broker
 from cold_start import breakdown, load_trace, render
 from proc_sampling import ProcStat, cmdline, machine_cpu, process_tree, proc_stats, pss

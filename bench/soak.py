@@ -61,8 +61,8 @@ sys.path.insert(0, str(REPO / "integration_tests"))
 from cluster_faults import RunningQuery  # noqa: E402
 from confluent_kafka import Producer  # noqa: E402
 
-from connectors.kafka.broker_retry import BrokerRetryPolicy  # noqa: E402
-from connectors.kafka.client_factory import clients_for  # noqa: E402
+from connectors.kafka.clients.broker_retry import BrokerRetryPolicy  # noqa: E402
+from connectors.kafka.clients.factory import clients_for  # noqa: E402
 from connectors.kafka.clients import KafkaClients, TopicPartition  # noqa: E402
 from connectors.tools.verify import verify  # noqa: E402
 from kafka_testkit.kafka_distribution import from_environment  # noqa: E402

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from run_bench import create_topics, load_input, log  # noqa: E402
 
-from connectors.kafka.client_factory import clients_for  # noqa: E402
+from connectors.kafka.clients.factory import clients_for  # noqa: E402
 from connectors.kafka.clients import KafkaClients, ProducerClient, ProducerIdentity, TopicPartition  # noqa: E402
 from connectors.tools.broker import find_broker  # noqa: E402
 

@@ -24,16 +24,16 @@ import os
 import sys
 import zlib
 
-from connectors.kafka.config import (
+from connectors.kafka.sink.config import (
     DEFAULT_CHECKPOINT_TIMEOUT_MS,
     DEFAULT_RESTART_BUDGET_MS,
     DeliveryGuarantee,
     KafkaSinkConfig,
 )
 from connectors.kafka.errors import KafkaConnectorError
-from connectors.kafka.sink import KafkaSink
+from connectors.kafka.sink.kafka_sink import KafkaSink
 from connectors.kafka.source import KafkaSource, KafkaSourceConfig
-from connectors.kafka.writer import ProducerRecord
+from connectors.kafka.sink.writer import ProducerRecord
 from connectors.tools.job_metrics import CheckpointMetrics
 from twophase import failpoints
 from twophase.checkpoint_store import FileCheckpointStore

@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 import pytest
 
 from connectors.kafka.authorization import source_acls, sink_acls
-from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients import KafkaClients
 from connectors.tools.broker import find_broker
 from connectors.tools.errors import NoBrokerError

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from connectors.kafka.config import KafkaSinkConfig
+from connectors.kafka.sink.config import KafkaSinkConfig
 from connectors.kafka.errors import TransactionLostError
-from connectors.kafka.sink import KafkaSink
-from connectors.kafka.writer import ProducerRecord
+from connectors.kafka.sink.kafka_sink import KafkaSink
+from connectors.kafka.sink.writer import ProducerRecord
 from kafka_io import (
     assert_exactly_once,
     copied_id,

@@ -22,7 +22,7 @@ from typing import Callable, Iterator
 import pytest
 
 from cluster_faults import produce_chunk
-from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients import KafkaClients
 from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
 from spark_job import KILLED, kit_lines, run_spark_job

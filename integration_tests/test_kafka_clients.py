@@ -36,7 +36,7 @@ PRODUCER_CONFIG = {"transaction.timeout.ms": TXN_TIMEOUT_MS}
 # transaction and without running any destructor: what a crashed Spark executor leaves behind.
 CHILD = r"""
 import json, os, sys
-from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients.factory import clients_for
 bootstrap, transactional_id, topic, count, label = sys.argv[1:6]
 producer = clients_for(bootstrap).producer(transactional_id, {"transaction.timeout.ms": "60000"})
 producer.init_transactions(30)

@@ -23,8 +23,8 @@ from typing import Callable
 import pytest
 
 from cluster_faults import RunningQuery, produce_chunk
-from connectors.kafka.broker_retry import BrokerRetryPolicy
-from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients.broker_retry import BrokerRetryPolicy
+from connectors.kafka.clients.factory import clients_for
 from kafka_testkit.node_bouncer import Bouncer
 from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
 from spark_job import kit_lines, run_spark_job, spark_job_command

@@ -40,11 +40,11 @@ from kafka_conformance import (
 )
 from tenacity import Retrying, retry_if_exception, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients import KafkaClients, ProducerIdentity
-from connectors.kafka.committable import KafkaCommittable
-from connectors.kafka.committer import KafkaTransactionCommitter
-from connectors.kafka.config import KafkaSinkConfig
+from connectors.kafka.sink.committable import KafkaCommittable
+from connectors.kafka.sink.committer import KafkaTransactionCommitter
+from connectors.kafka.sink.config import KafkaSinkConfig
 from connectors.kafka.errors import TransactionLostError
 
 #: Kafka's last epoch before a rollover (Short.MAX_VALUE - 1); InitProducerId past it gives a new

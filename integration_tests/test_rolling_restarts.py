@@ -25,8 +25,8 @@ import threading
 import pytest
 
 from cluster_faults import Fired, WatchedJob, find_coordinator, python_workers
-from connectors.kafka.broker_retry import BrokerRetryPolicy
-from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients.broker_retry import BrokerRetryPolicy
+from connectors.kafka.clients.factory import clients_for
 from kafka_testkit.node_bouncer import Bouncer
 from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
 from spark_job import KILLED, kit_lines, spark_job_command

@@ -21,8 +21,8 @@ import pytest
 from kafka.admin import KafkaAdminClient
 
 from cluster_faults import RunningQuery, produce_chunk
-from connectors.kafka.broker_retry import BrokerRetryPolicy
-from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients.broker_retry import BrokerRetryPolicy
+from connectors.kafka.clients.factory import clients_for
 from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
 from spark_job import kit_lines, run_spark_job, spark_job_command
 

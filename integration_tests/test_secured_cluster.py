@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from connectors.kafka.authorization import DESCRIBE_CONFIGS_ACL, PREFIXED, AclRequirement, sink_acls, source_acls
-from connectors.kafka.guardrails import probe_transactional_id
+from connectors.kafka.sink.guardrails import probe_transactional_id
 from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
 from kafka_testkit.token_endpoint import TokenEndpoint
 from spark_job import KILLED, kit_lines, run_spark_job

@@ -34,7 +34,7 @@ from kafka_conformance import (
     wait_for_end_offset,
 )
 
-from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients import KafkaClients
 from connectors.kafka.errors import InvalidTxnStateError, ProducerFencedError
 

@@ -69,7 +69,7 @@ from connectors.kafka.clients import (
     TopicPartition,
     TransactionListing,
 )
-from connectors.kafka.error_table import BROKER_ERROR_NAMES, kafka_error
+from connectors.kafka.clients.error_table import BROKER_ERROR_NAMES, kafka_error
 
 logger = logging.getLogger(__name__)
 

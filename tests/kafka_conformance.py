@@ -1,7 +1,7 @@
 """Kafka facts the exactly-once protocol relies on, asserted through the client seam only.
 
 Each check takes a ``KafkaClients`` and a name factory and asserts one fact of
-design/exactly-once-protocol.md (or of the seam's contract in connectors/kafka/clients.py) using
+design/exactly-once-protocol.md (or of the seam's contract in connectors/kafka/clients/) using
 nothing but the seam: no fake-specific control, no client library. The same list runs against the
 kit's fake cluster (tests/test_kafka_conformance.py) and against a real Apache Kafka broker
 (integration_tests/test_kafka_conformance.py), so the fake cannot drift from Kafka unnoticed: a

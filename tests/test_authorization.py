@@ -18,13 +18,13 @@ from connectors.kafka.authorization import (
     source_acls,
     transactional_id_error,
 )
-from connectors.kafka.config import KafkaSinkConfig
-from connectors.kafka.confluent_producer import _TransactionErrorLog
+from connectors.kafka.sink.config import KafkaSinkConfig
+from connectors.kafka.clients._confluent.producer import _TransactionErrorLog
 from connectors.kafka.errors import KafkaAuthorizationError, TransactionTimeoutRefusedError
-from connectors.kafka.guardrails import check_sink, probe_transactional_id
-from connectors.kafka.librdkafka import map_kafka_error
-from connectors.kafka.transactional_ids import TransactionalIdPool
-from connectors.kafka.txn_control import _map_error_code
+from connectors.kafka.sink.guardrails import check_sink, probe_transactional_id
+from connectors.kafka.clients._confluent.librdkafka import map_kafka_error
+from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
+from connectors.kafka.clients._kafka_python.transaction_control import _map_error_code
 from connectors.spark.failures import kit_error_lines
 from kafka_testkit.fake_cluster import FakeKafkaClients
 
@@ -153,7 +153,7 @@ def sink_config(fake, **overrides):
 
 
 def test_without_describe_configs_the_sink_starts_with_a_warning_and_probes_the_timeout(fake, caplog):
-    with caplog.at_level(logging.WARNING, logger="connectors.kafka.guardrails"):
+    with caplog.at_level(logging.WARNING, logger="connectors.kafka.sink.guardrails"):
         check_sink(sink_config(fake), _DescribeConfigsDenied(fake))
     warning, = [r.getMessage() for r in caplog.records]
     assert warning.startswith("optional ACL missing: principal User:app needs DESCRIBE_CONFIGS on the cluster")

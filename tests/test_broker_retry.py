@@ -5,16 +5,16 @@ reach (fake cluster; no broker needed)."""
 import pytest
 from confluent_kafka import KafkaError
 
-from connectors.kafka.broker_retry import BrokerRetryPolicy, RetryingClusterAdmin
+from connectors.kafka.clients.broker_retry import BrokerRetryPolicy, RetryingClusterAdmin
 from connectors.kafka.clients import ProducerIdentity, TopicPartition
-from connectors.kafka.config import KafkaSinkConfig
-from connectors.kafka.librdkafka import map_kafka_error
+from connectors.kafka.sink.config import KafkaSinkConfig
+from connectors.kafka.clients._confluent.librdkafka import map_kafka_error
 from connectors.kafka.errors import (
     BrokerUnavailableError,
     KafkaUnreachableError,
     UnknownTopicError,
 )
-from connectors.kafka.guardrails import check_sink
+from connectors.kafka.sink.guardrails import check_sink
 from connectors.kafka.source import KafkaSource, KafkaSourceConfig
 from kafka_fixtures import produce_committed, read_all
 from kafka_testkit.fake_cluster import FakeKafkaClients
@@ -127,7 +127,7 @@ def test_librdkafka_errors_of_a_node_going_away_are_transient(code):
 def test_a_listed_node_gone_from_the_metadata_is_transient():
     import kafka.errors as kafka_errors
 
-    from connectors.kafka.txn_control import _map_exception
+    from connectors.kafka.clients._kafka_python.transaction_control import _map_exception
 
     mapped = _map_exception(kafka_errors.UnknownBrokerIdError(3), "list open transactions with prefix 'p-'")
     assert isinstance(mapped, BrokerUnavailableError)
@@ -188,7 +188,7 @@ class _StubAdminClient:
 
 
 def test_broker_configs_come_from_any_live_broker():
-    from connectors.kafka.confluent_admin import ConfluentClusterAdmin
+    from connectors.kafka.clients._confluent.admin import ConfluentClusterAdmin
 
     admin = ConfluentClusterAdmin("127.0.0.1:1", {})
     stub = _StubAdminClient(down={1})
@@ -198,7 +198,7 @@ def test_broker_configs_come_from_any_live_broker():
 
 
 def test_broker_configs_with_every_broker_down_are_a_transient_error():
-    from connectors.kafka.confluent_admin import ConfluentClusterAdmin
+    from connectors.kafka.clients._confluent.admin import ConfluentClusterAdmin
 
     admin = ConfluentClusterAdmin("127.0.0.1:1", {})
     admin._admin = _StubAdminClient(down={1, 2, 3})
@@ -209,7 +209,7 @@ def test_broker_configs_with_every_broker_down_are_a_transient_error():
 def test_an_invalid_listed_offset_is_transient_never_a_position():
     from concurrent.futures import Future
 
-    from connectors.kafka.confluent_admin import ConfluentClusterAdmin
+    from connectors.kafka.clients._confluent.admin import ConfluentClusterAdmin
     from connectors.kafka.errors import RetriableKafkaError
 
     class Listed:

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from connectors.kafka.client_factory import clients_for, registered_scheme
+from connectors.kafka.clients.factory import clients_for, registered_scheme
 from kafka_testkit.fake_cluster import FakeKafkaClients
 
 

@@ -4,8 +4,8 @@ through the one table to the same type (no broker needed)."""
 import pytest
 from confluent_kafka import KafkaError
 
-from connectors.kafka.librdkafka import map_kafka_error
-from connectors.kafka.txn_control import _map_error_code
+from connectors.kafka.clients._confluent.librdkafka import map_kafka_error
+from connectors.kafka.clients._kafka_python.transaction_control import _map_error_code
 from kafka_testkit.fake_cluster import _injected_error
 from connectors.kafka.errors import (
     BrokerUnavailableError,

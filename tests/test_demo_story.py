@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients.factory import clients_for
 from connectors.tools import cli
 from connectors.tools.jobs import JobRun, JobTemplate, RunResult, failpoints_fired
 from connectors.tools.loader import load_input

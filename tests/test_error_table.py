@@ -8,7 +8,7 @@ from __future__ import annotations
 import kafka.errors as kafka_errors
 import pytest
 
-from connectors.kafka.error_table import BROKER_ERROR_NAMES, error_type, is_stale_metadata, kafka_error
+from connectors.kafka.clients.error_table import BROKER_ERROR_NAMES, error_type, is_stale_metadata, kafka_error
 from connectors.kafka.errors import (
     BrokerUnavailableError,
     InvalidProducerEpochError,

@@ -13,7 +13,7 @@ import pytest
 
 from connectors.kafka import errors
 from connectors.kafka.clients import TIMESTAMP_LOG_APPEND_TIME, ProducerIdentity, TopicPartition
-from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients.factory import clients_for
 from kafka_testkit.fake_cluster import FakeKafkaClients, FakeProducer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -280,7 +280,7 @@ def test_broker_down_then_up_with_timeouts_meanwhile(kafka: FakeKafkaClients) ->
 def test_transaction_survives_its_producer_process_dying(kafka: FakeKafkaClients) -> None:
     child = run_child(kafka, """
         import os, sys
-        from connectors.kafka.client_factory import clients_for
+        from connectors.kafka.clients.factory import clients_for
         producer = clients_for(sys.argv[1]).producer("crashy-0")
         identity = producer.init_transactions(5)
         producer.begin_transaction()
@@ -461,7 +461,7 @@ def test_each_flush_appends_only_new_records(kafka: FakeKafkaClients) -> None:
 def test_records_not_flushed_before_a_crash_are_lost(kafka: FakeKafkaClients) -> None:
     child = run_child(kafka, """
         import os, sys
-        from connectors.kafka.client_factory import clients_for
+        from connectors.kafka.clients.factory import clients_for
         producer = clients_for(sys.argv[1]).producer("unacked-0")
         producer.init_transactions(5)
         producer.begin_transaction()
@@ -484,7 +484,7 @@ def test_concurrent_producer_processes_interleave_into_consecutive_offsets(
     children = [
         run_child(kafka, """
             import os, sys, time
-            from connectors.kafka.client_factory import clients_for
+            from connectors.kafka.clients.factory import clients_for
             clients = clients_for(sys.argv[1])
             name = sys.argv[2]
             while not os.path.exists(sys.argv[3]):  # start together, so the writes interleave

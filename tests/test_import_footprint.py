@@ -67,7 +67,7 @@ def tools_loaded_after(statement: str) -> set[str]:
     "import connectors.spark.reader, connectors.spark.writer, connectors.spark.write_task",
     "import connectors.spark.foreach_batch, connectors.spark.dataframe_writer, connectors.spark.commit_protocol",
     "import connectors.spark.failures, connectors.monitoring.metrics_listener",
-    "import connectors.kafka.sink, connectors.kafka.source, connectors.kafka.committer",
+    "import connectors.kafka.sink.kafka_sink, connectors.kafka.source, connectors.kafka.sink.committer",
     "import twophase.coordinator, twophase.pipeline",
     "import connectors.worker_python, connectors.tools.command",
 ])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients import KafkaClients
 from kafka_conformance import CHECKS, ConformanceCheck, NameFactory, check_id
 from kafka_testkit.fake_cluster import FAKE_SCHEME

@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from connectors.kafka.kafka_python_settings import (
+from connectors.kafka.clients._kafka_python.settings import (
     OidcClientCredentialsTokenProvider,
     UnsecuredJwtTokenProvider,
     kafka_python_config,
 )
 from connectors.kafka.errors import UnsupportedClientSettingError
-from connectors.kafka.txn_control import KafkaPythonTransactionControl
+from connectors.kafka.clients._kafka_python.transaction_control import KafkaPythonTransactionControl
 from kafka_testkit.token_endpoint import TokenEndpoint
 
 

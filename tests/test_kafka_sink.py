@@ -4,12 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from connectors.kafka.committable import KafkaCommittable
-from connectors.kafka.config import DeliveryGuarantee, KafkaSinkConfig
+from connectors.kafka.sink.committable import KafkaCommittable
+from connectors.kafka.sink.config import DeliveryGuarantee, KafkaSinkConfig
 from connectors.kafka.errors import RecordTooLargeError, RetriableKafkaError, TransactionLostError
 from kafka_testkit.fake_cluster import FakeKafkaClients
-from connectors.kafka.sink import KafkaSink
-from connectors.kafka.writer import ProducerRecord
+from connectors.kafka.sink.kafka_sink import KafkaSink
+from connectors.kafka.sink.writer import ProducerRecord
 from kafka_fixtures import read_all
 from twophase.checkpoint import CompletedCheckpoint
 from twophase.checkpoint_store import FileCheckpointStore
@@ -265,8 +265,8 @@ def test_delivery_guarantee_parse():
 
 
 def _pre_committed(fake, config, writers, checkpoint_id=1):
-    from connectors.kafka.transactional_ids import TransactionalIdPool
-    from connectors.kafka.writer import KafkaTransactionWriter
+    from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
+    from connectors.kafka.sink.writer import KafkaTransactionWriter
 
     committables = []
     pool = TransactionalIdPool(config.transactional_id_prefix)
@@ -278,7 +278,7 @@ def _pre_committed(fake, config, writers, checkpoint_id=1):
 
 
 def test_commit_all_retries_the_retriable_and_reports_the_lost_after_trying_every_one(fake):
-    from connectors.kafka.committer import KafkaTransactionCommitter
+    from connectors.kafka.sink.committer import KafkaTransactionCommitter
 
     config = KafkaSinkConfig(bootstrap_servers=fake.bootstrap_servers, topic="out",
                              transactional_id_prefix="job-m", commit_retry_timeout_s=5.0)

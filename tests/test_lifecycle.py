@@ -17,9 +17,9 @@ pytest.importorskip("pyspark")
 
 import pyarrow as pa  # noqa: E402
 
-from connectors.kafka.config import KafkaSinkConfig  # noqa: E402
+from connectors.kafka.sink.config import KafkaSinkConfig  # noqa: E402
 from connectors.kafka.errors import BrokerUnavailableError, InvalidTxnStateError, KafkaConnectorError  # noqa: E402
-from connectors.kafka.sink import KafkaSink  # noqa: E402
+from connectors.kafka.sink.kafka_sink import KafkaSink  # noqa: E402
 from connectors.spark import write_task as write_task_module  # noqa: E402
 from connectors.spark.commit_protocol import SparkCommitProtocol  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402
@@ -226,7 +226,7 @@ def test_abort_goes_on_past_a_failure_and_already_committed_is_no_error(fake, tm
     engine = SparkWithoutSpark(fake, tmp_path, monkeypatch)
     messages = [engine._task(t, 0, -1) for t in range(TASKS)]
     protocol = SparkCommitProtocol(engine.options)
-    from connectors.kafka.committable import KafkaCommittable
+    from connectors.kafka.sink.committable import KafkaCommittable
 
     handles = [KafkaCommittable.from_json(m.committable) for m in messages]
     protocol.committer.commit_all(handles[:1], 0)  # the first is committed meanwhile
@@ -275,7 +275,7 @@ def test_abort_of_a_transaction_found_committed_is_not_an_error(fake, tmp_path, 
     messages = [engine._task(t, 0, -1) for t in range(TASKS)]
     protocol = SparkCommitProtocol(engine.options)
     protocol.commit(messages, 0)
-    from connectors.kafka.committable import KafkaCommittable
+    from connectors.kafka.sink.committable import KafkaCommittable
 
     handle = KafkaCommittable.from_json(messages[0].committable)
     with pytest.raises(InvalidTxnStateError):  # what the broker answers, which abort() takes as done

@@ -12,9 +12,9 @@ pytest.importorskip("pyspark")
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from connectors.kafka.committer import KafkaTransactionCommitter  # noqa: E402
+from connectors.kafka.sink.committer import KafkaTransactionCommitter  # noqa: E402
 from connectors.kafka.errors import TransactionLostError  # noqa: E402
-from connectors.kafka.writer import KafkaTransactionWriter  # noqa: E402
+from connectors.kafka.sink.writer import KafkaTransactionWriter  # noqa: E402
 from connectors.spark.commit_protocol import SparkCommitProtocol  # noqa: E402
 from connectors.tools import cli  # noqa: E402
 from connectors.tools import jobs  # noqa: E402

@@ -38,7 +38,7 @@ def options(tmp, bootstrap, **overrides):
 def matrix(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("replay")
     broker = find_broker(f"fake-kafka://{tmp / 'kafka.db'}")
-    from connectors.kafka.client_factory import clients_for
+    from connectors.kafka.clients.factory import clients_for
 
     load_input(clients_for(broker.bootstrap_servers), "in", RECORDS, partitions=3, aborted=20)
     result = Replay(options(tmp, broker.bootstrap_servers, scenarios=MATRIX, broker=broker, batch_records=100)).run()
@@ -128,7 +128,7 @@ def test_an_at_least_once_job_is_caught(tmp_path):
     """Replay must be able to fail: the same job without transactions duplicates records when it
     crashes after flushing and before its checkpoint completes."""
     broker = find_broker(f"fake-kafka://{tmp_path / 'kafka.db'}")
-    from connectors.kafka.client_factory import clients_for
+    from connectors.kafka.clients.factory import clients_for
 
     load_input(clients_for(broker.bootstrap_servers), "in", 1000, partitions=2, aborted=0)
     template = JobTemplate.custom(AT_LEAST_ONCE_JOB)
@@ -262,7 +262,7 @@ def test_only_the_log_confirms_that_a_failpoint_fired(tmp_path):
 
 
 def test_an_output_topic_with_records_from_an_earlier_run_is_refused(tmp_path):
-    from connectors.kafka.client_factory import clients_for
+    from connectors.kafka.clients.factory import clients_for
 
     bootstrap = f"fake-kafka://{tmp_path / 'kafka.db'}"
     clients = clients_for(bootstrap)
@@ -348,7 +348,7 @@ def test_failpoint_hits_are_planned_from_the_input_and_the_batch_size(tmp_path):
 def test_the_last_hit_the_replay_may_plan_is_reached_with_input_to_spare(tmp_path, failpoint):
     """The in-process engine's template, as the replay runs it, at the far end of the hit range:
     the crash comes for certain, with at least one batch of input still unprocessed."""
-    from connectors.kafka.client_factory import clients_for
+    from connectors.kafka.clients.factory import clients_for
 
     bootstrap = f"fake-kafka://{tmp_path / 'kafka.db'}"
     clients = clients_for(bootstrap)
@@ -374,7 +374,7 @@ def test_the_last_hit_the_replay_may_plan_is_reached_with_input_to_spare(tmp_pat
 def test_a_held_job_waits_for_its_release(tmp_path, engine):
     """Both examples, as the replay runs them: once the input is processed the job says so in its
     metrics and stays alive until its hold file exists."""
-    from connectors.kafka.client_factory import clients_for
+    from connectors.kafka.clients.factory import clients_for
     from connectors.tools.job_metrics import read_metrics
 
     if engine == "spark":
@@ -410,7 +410,7 @@ def test_a_timed_kill_finds_the_job_running_however_fast_it_is(tmp_path, monkeyp
     """30 records take the job a few milliseconds, and each kill comes a second after the run's
     first commit: the hold keeps every run alive until it is killed."""
     bootstrap = f"fake-kafka://{tmp_path / 'kafka.db'}"
-    from connectors.kafka.client_factory import clients_for
+    from connectors.kafka.clients.factory import clients_for
 
     load_input(clients_for(bootstrap), "in", 30, partitions=1, aborted=0)
     monkeypatch.setattr(Replay, "_fault_window_s", lambda self: (1.0, 1.0))
@@ -422,7 +422,7 @@ def test_a_timed_kill_finds_the_job_running_however_fast_it_is(tmp_path, monkeyp
 
 def test_rolling_restart_is_skipped_with_the_reason_without_a_cluster(tmp_path):
     broker = find_broker(f"fake-kafka://{tmp_path / 'kafka.db'}")
-    from connectors.kafka.client_factory import clients_for
+    from connectors.kafka.clients.factory import clients_for
 
     load_input(clients_for(broker.bootstrap_servers), "in", 100, partitions=1, aborted=0)
     result = Replay(options(tmp_path, broker.bootstrap_servers, scenarios=["rolling_restart"], broker=broker)).run()
@@ -454,7 +454,7 @@ def test_rolling_restart_bounces_every_node_while_the_job_runs(tmp_path, monkeyp
         broker.restart(downtime_s)
 
     broker.bounce, broker.nodes, broker.bounce_unavailable = bounce, (1, 2, 3), None
-    from connectors.kafka.client_factory import clients_for
+    from connectors.kafka.clients.factory import clients_for
 
     load_input(clients_for(broker.bootstrap_servers), "in", 1000, partitions=2, aborted=0)
     result = Replay(options(tmp_path, broker.bootstrap_servers, scenarios=["baseline", "rolling_restart"],

@@ -6,8 +6,8 @@ import pytest
 pytest.importorskip("pyspark")
 
 from connectors.kafka.errors import TransactionLostError  # noqa: E402
-from connectors.kafka.transactional_ids import TransactionalIdPool  # noqa: E402
-from connectors.kafka.writer import KafkaTransactionWriter  # noqa: E402
+from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool  # noqa: E402
+from connectors.kafka.sink.writer import KafkaTransactionWriter  # noqa: E402
 from connectors.spark.commit_protocol import SparkCommitProtocol  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.writer import KafkaCommitMessage  # noqa: E402

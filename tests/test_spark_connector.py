@@ -267,8 +267,8 @@ def test_foreach_batch_helper_ends_a_crashed_runs_open_transactions_before_its_f
                                                                                            caplog):
     # Open, a task's transaction of a run that died mid-batch would make the first tasks' InitProducerId
     # of the same id wait for the brokers to abort it.
-    from connectors.kafka.transactional_ids import TransactionalIdPool
-    from connectors.kafka.writer import KafkaTransactionWriter
+    from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
+    from connectors.kafka.sink.writer import KafkaTransactionWriter
     from connectors.spark.foreach_batch import exactly_once_foreach_batch
     from connectors.spark.options import parse_sink_options
 

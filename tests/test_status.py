@@ -11,8 +11,8 @@ pytest.importorskip("pyspark")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from connectors.kafka.clients import TopicPartition  # noqa: E402
-from connectors.kafka.transactional_ids import TransactionalIdPool  # noqa: E402
-from connectors.kafka.writer import KafkaTransactionWriter  # noqa: E402
+from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool  # noqa: E402
+from connectors.kafka.sink.writer import KafkaTransactionWriter  # noqa: E402
 from connectors.spark.commit_protocol import SparkCommitProtocol  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.writer import KafkaCommitMessage  # noqa: E402

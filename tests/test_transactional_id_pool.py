@@ -13,11 +13,11 @@ import pytest
 pytest.importorskip("pyspark")
 
 from connectors.kafka.errors import TransactionLostError  # noqa: E402
-from connectors.kafka.sink import KafkaSink  # noqa: E402
+from connectors.kafka.sink.kafka_sink import KafkaSink  # noqa: E402
 from connectors.kafka.source import KafkaSource, KafkaSourceConfig  # noqa: E402
-from connectors.kafka.config import KafkaSinkConfig  # noqa: E402
-from connectors.kafka.transactional_ids import POOL_SIZE, TransactionalIdPool  # noqa: E402
-from connectors.kafka.writer import KafkaTransactionWriter, ProducerRecord  # noqa: E402
+from connectors.kafka.sink.config import KafkaSinkConfig  # noqa: E402
+from connectors.kafka.sink.internal.transactional_ids import POOL_SIZE, TransactionalIdPool  # noqa: E402
+from connectors.kafka.sink.writer import KafkaTransactionWriter, ProducerRecord  # noqa: E402
 from connectors.spark.commit_protocol import SparkCommitProtocol  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.writer import KafkaCommitMessage  # noqa: E402

@@ -328,7 +328,7 @@ def test_transient_broker_errors_are_retried(fake):
 def test_transient_errors_are_what_kafka_classifies_retriable():
     """Whatever client met it, an error code Kafka deems transient (a leader moved, a leader epoch
     not known yet in a rolling restart) is retried; a missing topic is not."""
-    from connectors.kafka.error_table import kafka_error
+    from connectors.kafka.clients.error_table import kafka_error
     from connectors.kafka.errors import UnknownTopicError
     from connectors.tools.broker import is_transient, retry_transient
 

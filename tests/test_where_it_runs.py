@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from connectors.kafka.config import KafkaSinkConfig
+from connectors.kafka.sink.config import KafkaSinkConfig
 from connectors.kafka.errors import UnknownTopicError
-from connectors.kafka import guardrails
-from connectors.kafka.guardrails import check_output_topic, missing_topic_message
+from connectors.kafka.sink import guardrails
+from connectors.kafka.sink.guardrails import check_output_topic, missing_topic_message
 from connectors.spark.failures import kit_error_lines, missing_kit_module, worker_python_message
 from connectors import worker_python
 from kafka_testkit.fake_cluster import FakeKafkaClients

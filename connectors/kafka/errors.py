@@ -1,7 +1,7 @@
 """Errors raised by the Kafka connectors, all under :class:`KafkaConnectorError`.
 
-The client seam (``clients.py``) translates librdkafka, kafka-python and fake-cluster errors into
-these types (through the one table of ``kafka_error_table.py``), so the source and the sink decide
+The client seam (``connectors.kafka.clients``) translates librdkafka, kafka-python and fake-cluster errors into
+these types (through the one table of ``clients/error_table.py``), so the source and the sink decide
 what is retriable and what is lost in one place, whatever client sits behind the seam.
 """
 

@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from connectors.kafka.broker_retry import BrokerRetryPolicy, RetryingClusterAdmin
+from connectors.kafka.clients.broker_retry import BrokerRetryPolicy, RetryingClusterAdmin
 from connectors.kafka.clients import ClusterAdmin, ConsumedRecord, KafkaClients, RecordReader, TopicPartition
-from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.errors import DataLossError, UnknownTopicError
 from twophase.participants import ResettableSource
 from twophase.errors import InvalidValueError

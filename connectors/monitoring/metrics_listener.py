@@ -100,7 +100,7 @@ class KafkaEosMetricsListener(StreamingQueryListener):
 
         clients: Any = None
         if self.bootstrap:
-            from connectors.kafka.client_factory import clients_for
+            from connectors.kafka.clients.factory import clients_for
 
             clients = clients_for(self.bootstrap, self.client_config)
         status = read_status(self.checkpoint_location, clients, state_dir=self.state_dir)

@@ -26,10 +26,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from connectors.kafka.clients import KafkaClients, OpenTransaction, TopicPartition
-from connectors.kafka.committable import KafkaCommittable
-from connectors.kafka.config import DEFAULT_RESTART_BUDGET_MS, DEFAULT_TRANSACTION_TIMEOUT_MS
+from connectors.kafka.sink.committable import KafkaCommittable
+from connectors.kafka.sink.config import DEFAULT_RESTART_BUDGET_MS, DEFAULT_TRANSACTION_TIMEOUT_MS
 from connectors.kafka.source import from_offsets, to_offsets
-from connectors.kafka.transactional_ids import TransactionalIdPool
+from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
 from connectors.spark.errors import QueryCheckpointError
 from connectors.spark.options import state_dir_under
 from connectors.spark.commit_protocol import SINK_PARTICIPANT

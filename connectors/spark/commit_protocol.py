@@ -22,13 +22,13 @@ import logging
 import time
 from typing import Any, Sequence
 
-from connectors.kafka.abort_strategy import LingeringTransactionAborter
-from connectors.kafka.client_factory import clients_for
+from connectors.kafka.sink.internal.abort_strategy import LingeringTransactionAborter
+from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients import KafkaClients
-from connectors.kafka.committable import KafkaCommittable
-from connectors.kafka.committer import KafkaTransactionCommitter
+from connectors.kafka.sink.committable import KafkaCommittable
+from connectors.kafka.sink.committer import KafkaTransactionCommitter
 from connectors.kafka.errors import TransactionLostError
-from connectors.kafka.transactional_ids import TransactionalIdPool
+from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
 from connectors.spark.commit_statistics import record_commit, record_lost, record_recovery, totals_before
 from connectors.spark.options import SinkOptions
 from twophase.checkpoint import JsonValue

@@ -12,7 +12,7 @@ from __future__ import annotations
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Sequence
 
-from connectors.kafka.committable import KafkaCommittable
+from connectors.kafka.sink.committable import KafkaCommittable
 from connectors.kafka.errors import LostTransaction
 from connectors.spark.options import SinkOptions
 from twophase.checkpoint_statistics import (

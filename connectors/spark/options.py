@@ -15,14 +15,14 @@ import posixpath
 from dataclasses import dataclass
 from typing import Mapping
 
-from connectors.kafka.broker_retry import (
+from connectors.kafka.clients.broker_retry import (
     DEFAULT_RETRY_INTERVAL_MS,
     DEFAULT_TIMEOUT_MS,
     TIMEOUT_OPTION,
     BrokerRetryPolicy,
 )
 from connectors.kafka.clients import TopicPartition
-from connectors.kafka.config import (
+from connectors.kafka.sink.config import (
     DEFAULT_CHECKPOINT_TIMEOUT_MS,
     DEFAULT_RESTART_BUDGET_MS,
     DEFAULT_TRANSACTION_TIMEOUT_MS,

@@ -21,9 +21,9 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from connectors.kafka.broker_retry import RetryingClusterAdmin
+from connectors.kafka.clients.broker_retry import RetryingClusterAdmin
 from connectors.kafka.clients import KafkaClients, RecordReader, TopicPartition
-from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.errors import DataLossError, OffsetOutOfRangeError
 from connectors.kafka.source import KafkaOffsetPlanner, from_offsets, plan_ranges, to_offsets
 from connectors.spark.gc_pause import gc_paused

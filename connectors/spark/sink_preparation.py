@@ -8,8 +8,8 @@ import threading
 
 from pyspark.sql.types import StructType
 
-from connectors.kafka.client_factory import clients_for
-from connectors.kafka.guardrails import check_output_topic, check_sink
+from connectors.kafka.clients.factory import clients_for
+from connectors.kafka.sink.guardrails import check_output_topic, check_sink
 from connectors.spark.commit_protocol import SparkCommitProtocol
 from connectors.spark.options import SinkOptions
 from connectors.spark.schema import check_sink_schema

@@ -1,7 +1,7 @@
 """The executor side of the ``kafka-eos`` sink: one Spark write task, one Kafka transaction.
 
 Each task writes its rows in one transaction, whose id comes from the sink's pool
-(``transactional_ids.py``: ``{prefix}-{partition id}-{batch id % 2}``), and pre-commits it
+(``sink/internal/transactional_ids.py``: ``{prefix}-{partition id}-{batch id % 2}``), and pre-commits it
 (flush); the handle goes back to the driver as the task's commit message. A retried task writes
 under an id of its own: the attempt it replaces may still be running, and must not be able to
 fence it; whatever that attempt left open, the commit's sweep aborts. A task of a replayed batch
@@ -19,11 +19,11 @@ import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql.datasource import WriterCommitMessage
 
-from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients import ProduceBatch
-from connectors.kafka.producer_pool import PRODUCERS
-from connectors.kafka.transactional_ids import TransactionalIdPool
-from connectors.kafka.writer import KafkaTransactionWriter
+from connectors.kafka.sink.internal.producer_pool import PRODUCERS
+from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
+from connectors.kafka.sink.writer import KafkaTransactionWriter
 from connectors.spark.gc_pause import gc_paused
 from connectors.spark.options import SinkOptions
 from twophase import failpoints

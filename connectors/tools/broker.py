@@ -49,7 +49,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from connectors.kafka.client_factory import clients_for, registered_scheme
+from connectors.kafka.clients.factory import clients_for, registered_scheme
 from connectors.kafka.clients import SimulatedCluster
 from connectors.kafka.errors import RetriableKafkaError
 from connectors.tools.errors import BrokerUnreachableError, LauncherUnavailableError, NoBrokerError
@@ -147,7 +147,7 @@ T = TypeVar("T")
 
 def is_transient(exc: BaseException) -> bool:
     """A Kafka error that goes away by itself: Kafka's own classification of the error code, applied
-    by the clients' one error table (``connectors/kafka/error_table.py``)."""
+    by the clients' one error table (``connectors/kafka/clients/error_table.py``)."""
     return isinstance(exc, RetriableKafkaError)
 
 

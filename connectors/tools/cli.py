@@ -28,7 +28,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
-from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.errors import BrokerUnavailableError, KafkaConnectorError, UnknownTopicError
 from connectors.tools.broker import (
     KAFKA_VERSION_ENV,
@@ -619,7 +619,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if logging.getLogger().level >= logging.WARNING:
         # librdkafka's warnings here are transient states it retries by itself (coordinator
         # loading, reconnects); a user who asked for no details should not see them as problems.
-        logging.getLogger("connectors.kafka.librdkafka").setLevel(logging.ERROR)
+        logging.getLogger("connectors.kafka.clients._confluent.librdkafka").setLevel(logging.ERROR)
     try:
         return COMMANDS[args.command](args)
     except KeyboardInterrupt:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients.factory import clients_for
 from connectors.tools.broker import Broker, check_reachable, embedded_broker, find_broker
 from connectors.tools.errors import NoBrokerError
 from connectors.tools.jobs import JobTemplate

@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from connectors.kafka.clients import KafkaClients, TopicPartition
-from connectors.kafka.client_factory import clients_for
+from connectors.kafka.clients.factory import clients_for
 from connectors.tools.broker import (
     REAL_BROKER_HELP,
     SIMULATED_NOTICE,

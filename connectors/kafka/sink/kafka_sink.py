@@ -1,7 +1,7 @@
 """The two-phase-commit Kafka sink as an in-process checkpoint participant (Flink's KafkaSink).
 
 Each checkpoint's records go into one transaction of an id from the sink's pool
-(``transactional_ids.py``: ``{prefix}-{writer}-{checkpoint % 2}``). pre-commit flushes it; the
+(``sink/internal/transactional_ids.py``: ``{prefix}-{writer}-{checkpoint % 2}``). pre-commit flushes it; the
 coordinator stores its handle and then commits it with EndTxn. On recovery, the coordinator has
 the handles of an unconfirmed checkpoint committed again and every other open transaction of this
 writer aborted, so no read_committed consumer stays stalled.
@@ -13,16 +13,16 @@ import logging
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
-from connectors.kafka.abort_strategy import LingeringTransactionAborter
-from connectors.kafka.client_factory import clients_for
+from connectors.kafka.sink.internal.abort_strategy import LingeringTransactionAborter
+from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients import KafkaClients, ProducerClient
-from connectors.kafka.committable import KafkaCommittable
-from connectors.kafka.committer import KafkaTransactionCommitter
-from connectors.kafka.config import KafkaSinkConfig, default_transactional_id_prefix
+from connectors.kafka.sink.committable import KafkaCommittable
+from connectors.kafka.sink.committer import KafkaTransactionCommitter
+from connectors.kafka.sink.config import KafkaSinkConfig, default_transactional_id_prefix
 from connectors.kafka.errors import KafkaConnectorError
-from connectors.kafka.guardrails import check_sink
-from connectors.kafka.transactional_ids import TransactionalIdPool
-from connectors.kafka.writer import KafkaTransactionWriter, ProducerRecord
+from connectors.kafka.sink.guardrails import check_sink
+from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
+from connectors.kafka.sink.writer import KafkaTransactionWriter, ProducerRecord
 from twophase.participants import TwoPhaseCommitSink
 from twophase.errors import InvalidValueError
 

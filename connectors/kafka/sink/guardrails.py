@@ -29,12 +29,12 @@ import logging
 import time
 
 from connectors.kafka.authorization import PREFIXED, TRANSACTIONAL_ID, authorization_error
-from connectors.kafka.broker_retry import BrokerRetryPolicy, RetryingClusterAdmin
+from connectors.kafka.clients.broker_retry import BrokerRetryPolicy, RetryingClusterAdmin
 from connectors.kafka.clients import KafkaClients
-from connectors.kafka.config import KafkaSinkConfig
+from connectors.kafka.sink.config import KafkaSinkConfig
 from connectors.kafka.errors import KafkaAuthorizationError, TransactionTimeoutRefusedError, UnknownTopicError
-from connectors.kafka.transactional_ids import TransactionalIdPool
-from connectors.kafka.writer import KafkaTransactionWriter
+from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
+from connectors.kafka.sink.writer import KafkaTransactionWriter
 from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)

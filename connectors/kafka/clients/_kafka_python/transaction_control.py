@@ -4,8 +4,8 @@ librdkafka can only end the transaction of the producer handle that opened it. T
 commit needs more: the driver commits (EndTxn) transactions that executor processes opened and
 then left, and recovery finds (ListTransactions, DescribeTransactions) transactions a crash left
 open. kafka-python's protocol classes and admin plumbing provide both. This module and
-``kafka_python_settings.py`` (the connection settings) are the only ones that import kafka-python;
-everything it raises is a type of ``errors.py``, through the one table of ``error_table.py``.
+``clients/_kafka_python/settings.py`` (the connection settings) are the only ones that import kafka-python;
+everything it raises is a type of ``errors.py``, through the one table of ``clients/error_table.py``.
 
 Nothing here retries: each call makes one attempt and maps what went wrong. Retrying transient
 errors (``RetriableKafkaError``) is the caller's decision.
@@ -31,19 +31,19 @@ from kafka.protocol.producer.transaction import EndTxnRequest
 
 from connectors.kafka.authorization import Denied, transactional_id_error
 from connectors.kafka.clients import OpenTransaction, ProducerIdentity, TopicPartition, TransactionListing
-from connectors.kafka.error_table import kafka_error
+from connectors.kafka.clients.error_table import kafka_error
 from connectors.kafka.errors import (
     BrokerUnavailableError,
     KafkaAuthorizationError,
     KafkaConnectorError,
     RetriableKafkaError,
 )
-from connectors.kafka.kafka_python_settings import kafka_python_config
+from connectors.kafka.clients._kafka_python.settings import kafka_python_config
 
 log = logging.getLogger(__name__)
 
 # Kafka error codes (org.apache.kafka.common.protocol.Errors) this module acts on; what each one
-# becomes is the table's (``error_table.py``).
+# becomes is the table's (``clients/error_table.py``).
 _NONE = 0
 _COORDINATOR_NOT_AVAILABLE = 15
 _NOT_COORDINATOR = 16

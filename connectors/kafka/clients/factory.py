@@ -47,6 +47,6 @@ def clients_for(bootstrap_servers: str, config: Mapping[str, str] | None = None)
         implementation = _registered()[scheme].load()
         clients: KafkaClients = implementation(bootstrap_servers.strip()[len(scheme) + 3:])
         return clients
-    from connectors.kafka.confluent_clients import RealKafkaClients
+    from connectors.kafka.clients._confluent.backend import RealKafkaClients
 
     return RealKafkaClients(bootstrap_servers, dict(config or {}))

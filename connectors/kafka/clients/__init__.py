@@ -1,9 +1,9 @@
 """The seam between the Kafka connectors and the Kafka clients behind them.
 
 The source and the sink speak only to these small typed interfaces; this module defines them and
-imports no implementation. ``client_factory.clients_for`` picks the implementation for a bootstrap
+imports no implementation. ``factory.clients_for`` picks the implementation for a bootstrap
 address: ``confluent_clients.RealKafkaClients`` (librdkafka for the data path, kafka-python in
-``txn_control.py`` for the transaction control plane that librdkafka lacks), or one registered for
+``clients/_kafka_python/transaction_control.py`` for the transaction control plane that librdkafka lacks), or one registered for
 an address scheme, such as the kit's embedded test cluster (``fake-kafka://<file>``).
 
 Errors crossing the seam are the types of ``errors.py``, never a client library's own.

@@ -16,10 +16,10 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable, TypeVar
 
-from connectors.kafka.broker_retry import BrokerRetryPolicy
-from connectors.kafka.committable import KafkaCommittable
-from connectors.kafka.committer import KafkaTransactionCommitter
-from connectors.kafka.transactional_ids import TransactionalIdPool
+from connectors.kafka.clients.broker_retry import BrokerRetryPolicy
+from connectors.kafka.sink.committable import KafkaCommittable
+from connectors.kafka.sink.committer import KafkaTransactionCommitter
+from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from connectors.kafka.errors import (
     ProducerFencedError,
     TransactionTimeoutRefusedError,
 )
-from connectors.kafka.librdkafka import (
+from connectors.kafka.clients._confluent.librdkafka import (
     LIBRDKAFKA_LOG,
     base_config,
     error_type_of,

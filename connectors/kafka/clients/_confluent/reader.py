@@ -26,7 +26,7 @@ from connectors.kafka.clients import (
     TopicPartition,
 )
 from connectors.kafka.errors import KafkaConnectorError, OffsetOutOfRangeError, RetriableKafkaError, UnknownTopicError
-from connectors.kafka.librdkafka import base_config, error_type_of, map_exception, map_kafka_error
+from connectors.kafka.clients._confluent.librdkafka import base_config, error_type_of, map_exception, map_kafka_error
 from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)

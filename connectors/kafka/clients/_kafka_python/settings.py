@@ -3,7 +3,7 @@ translated for kafka-python.
 
 Users give one set of client options, in librdkafka's names, and the kit runs two client libraries
 on them: librdkafka (confluent-kafka) for the data path, kafka-python for the transaction control
-plane (EndTxn, ListTransactions, DescribeTransactions; ``txn_control.py``). This module is where
+plane (EndTxn, ListTransactions, DescribeTransactions; ``clients/_kafka_python/transaction_control.py``). This module is where
 the two meet. A setting is either
 
 - translated (``_TRANSLATED`` and the few special cases below): both libraries do the same with it;

@@ -1,6 +1,6 @@
 """What every librdkafka (confluent-kafka) handle of the kit shares: its base configuration, where
 its log lines go, and how its errors become the connector's, through the one table of
-``error_table.py``."""
+``clients/error_table.py``."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 
 from connectors.kafka.authorization import Denied
-from connectors.kafka.error_table import error_type, kafka_error
+from connectors.kafka.clients.error_table import error_type, kafka_error
 from connectors.kafka.errors import KafkaConnectorError
 
 #: librdkafka's own log lines (configuration warnings, broker state) go through Python logging
 #: rather than straight to stderr, so applications control them like any other library's.
-LIBRDKAFKA_LOG = logging.getLogger("connectors.kafka.librdkafka")
+LIBRDKAFKA_LOG = logging.getLogger("connectors.kafka.clients._confluent.librdkafka")
 
 
 def base_config(bootstrap_servers: str) -> dict[str, Any]:

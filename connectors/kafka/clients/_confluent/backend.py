@@ -1,10 +1,10 @@
-"""The real Kafka clients behind the seam of ``clients.py``: ``RealKafkaClients`` assembles them.
+"""The real Kafka clients behind the seam of ``connectors.kafka.clients``: ``RealKafkaClients`` assembles them.
 
 librdkafka (confluent-kafka) carries the data path and the cluster admin
-(``confluent_producer.py``, ``confluent_reader.py``, ``confluent_admin.py``); the transaction
+(``clients/_confluent/producer.py``, ``clients/_confluent/reader.py``, ``clients/_confluent/admin.py``); the transaction
 control plane that librdkafka lacks (EndTxn for another process's transaction, ListTransactions,
-DescribeTransactions) comes from kafka-python (``txn_control.py``). Every one of them turns Kafka's
-errors into the connector's through the one table of ``error_table.py``.
+DescribeTransactions) comes from kafka-python (``clients/_kafka_python/transaction_control.py``). Every one of them turns Kafka's
+errors into the connector's through the one table of ``clients/error_table.py``.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from connectors.kafka.clients import TransactionControl
-from connectors.kafka.confluent_admin import ConfluentClusterAdmin
-from connectors.kafka.confluent_producer import ConfluentProducer
-from connectors.kafka.confluent_reader import ConfluentRecordReader
+from connectors.kafka.clients._confluent.admin import ConfluentClusterAdmin
+from connectors.kafka.clients._confluent.producer import ConfluentProducer
+from connectors.kafka.clients._confluent.reader import ConfluentRecordReader
 
 
 class RealKafkaClients:
@@ -55,6 +55,6 @@ class RealKafkaClients:
         return ConfluentClusterAdmin(self.bootstrap_servers, self.config)
 
     def txn_control(self) -> TransactionControl:
-        from connectors.kafka.txn_control import KafkaPythonTransactionControl
+        from connectors.kafka.clients._kafka_python.transaction_control import KafkaPythonTransactionControl
 
         return KafkaPythonTransactionControl(self.bootstrap_servers, self.config)

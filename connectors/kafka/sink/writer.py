@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from connectors.kafka.clients import KafkaClients, ProduceBatch, ProducerClient, ProducerIdentity, TopicPartition
-from connectors.kafka.committable import KafkaCommittable
-from connectors.kafka.config import DeliveryGuarantee, KafkaSinkConfig
+from connectors.kafka.sink.committable import KafkaCommittable
+from connectors.kafka.sink.config import DeliveryGuarantee, KafkaSinkConfig
 from connectors.kafka.errors import KafkaConnectorError
-from connectors.kafka.producer_pool import PRODUCERS, PreparedProducer
+from connectors.kafka.sink.internal.producer_pool import PRODUCERS, PreparedProducer
 from twophase.errors import InvalidTypeError, InvalidValueError
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ class KafkaTransactionWriter:
     """Writes one checkpoint's records of one writer.
 
     exactly_once: a transactional producer of ``transactional_id`` (the id pool's choice, see
-    ``transactional_ids.py``), taken at the first record from ``prepared`` (made ready by the
+    ``sink/internal/transactional_ids.py``), taken at the first record from ``prepared`` (made ready by the
     producer pool while the caller computed its rows) or else created then; its initialisation
     fences any earlier producer of the id (a zombie attempt) and aborts its transaction.
     at_least_once / none: a plain producer, reusable across checkpoints.

@@ -24,8 +24,8 @@ from tenacity import (
 )
 
 from connectors.kafka.clients import KafkaClients, TransactionControl
-from connectors.kafka.committable import KafkaCommittable
-from connectors.kafka.config import KafkaSinkConfig
+from connectors.kafka.sink.committable import KafkaCommittable
+from connectors.kafka.sink.config import KafkaSinkConfig
 from connectors.kafka.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,

@@ -26,7 +26,7 @@ from connectors.kafka.errors import (
     KafkaConnectorError,
     RetriableKafkaError,
 )
-from connectors.kafka.librdkafka import map_exception, map_kafka_error
+from connectors.kafka.clients._confluent.librdkafka import map_exception, map_kafka_error
 from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
