@@ -39,7 +39,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from connectors.spark.commit_protocol import SparkCommitProtocol
+from connectors.spark.driver_committer import SparkCommitProtocol
 from connectors.spark.options import parse_sink_options
 from connectors.spark.state_guard import guard_sink_state
 from kafka_testkit.fake_cluster import FakeKafkaClients
@@ -74,7 +74,7 @@ def run_location(state_uri: str, batches: int, retained: int, work: Path) -> dic
                                   "checkpointlocation": str(checkpoint), "eos.statedir": state_uri,
                                   "eos.retainedcheckpoints": str(retained)}, streaming=True)
     lines = _CommitLines()
-    logger = logging.getLogger("connectors.spark.commit_protocol")
+    logger = logging.getLogger("connectors.spark.driver_committer")
     logger.addHandler(lines)
     logger.setLevel(logging.INFO)
     per_batch = []
@@ -133,10 +133,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.without_statistics:
-        import connectors.spark.commit_protocol as commit_protocol
+        import connectors.spark.driver_committer as driver_committer
 
-        commit_protocol.record_commit = lambda *a, **k: None  # type: ignore[assignment]
-        commit_protocol.totals_before = lambda *a, **k: None  # type: ignore[assignment]
+        driver_committer.record_commit = lambda *a, **k: None  # type: ignore[assignment]
+        driver_committer.totals_before = lambda *a, **k: None  # type: ignore[assignment]
     results = []
     with tempfile.TemporaryDirectory(prefix="kafka-eos-state-bench-") as tmp:
         work = Path(tmp)

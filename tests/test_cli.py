@@ -18,7 +18,7 @@ from rich.console import Console
 from connectors.kafka.errors import KafkaConnectorError
 from kafka_testkit.fake_cluster import FakeKafkaClients
 from connectors.tools import broker as broker_module
-from connectors.tools import cli, jobs
+from connectors.tools import cli, replay_jobs
 from connectors.tools.broker import SIMULATED_NOTICE
 from connectors.tools.loader import load_input
 from kafka_fixtures import produce_committed, read_all
@@ -241,7 +241,7 @@ def test_replay_of_a_missing_input_topic_says_how_to_load_one(fake, capsys, tmp_
 
 
 def test_an_engine_whose_example_is_missing_is_a_clear_error(fake, capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(jobs, "EXAMPLES_DIR", tmp_path / "no-examples")
+    monkeypatch.setattr(replay_jobs, "EXAMPLES_DIR", tmp_path / "no-examples")
     code, _, err = run(capsys, "replay", "--bootstrap", fake.bootstrap_servers, "--input", "in",
                        "--engine", "spark", "--reports-dir", str(tmp_path))
     assert code == 2

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from connectors.kafka.clients.factory import clients_for
 from connectors.tools import cli
-from connectors.tools.jobs import JobRun, JobTemplate, RunResult, failpoints_fired
+from connectors.tools.replay_jobs import JobRun, JobTemplate, RunResult, failpoints_fired
 from connectors.tools.loader import load_input
 from connectors.tools.replay import INCONCLUSIVE, PASSED, Replay, ReplayOptions, ReplayResult, ScenarioResult
 from connectors.tools.report import markdown, overall, plot, table_rows, title

@@ -21,7 +21,7 @@ from connectors.kafka.sink.config import KafkaSinkConfig  # noqa: E402
 from connectors.kafka.errors import BrokerUnavailableError, InvalidTxnStateError, KafkaConnectorError  # noqa: E402
 from connectors.kafka.sink.kafka_sink import KafkaSink  # noqa: E402
 from connectors.spark import write_task as write_task_module  # noqa: E402
-from connectors.spark.commit_protocol import SparkCommitProtocol  # noqa: E402
+from connectors.spark.driver_committer import SparkCommitProtocol  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.write_task import write_task  # noqa: E402
 from kafka_fixtures import read_all  # noqa: E402

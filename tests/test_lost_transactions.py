@@ -15,9 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from connectors.kafka.sink.committer import KafkaTransactionCommitter  # noqa: E402
 from connectors.kafka.errors import TransactionLostError  # noqa: E402
 from connectors.kafka.sink.writer import KafkaTransactionWriter  # noqa: E402
-from connectors.spark.commit_protocol import SparkCommitProtocol  # noqa: E402
+from connectors.spark.driver_committer import SparkCommitProtocol  # noqa: E402
 from connectors.tools import cli  # noqa: E402
-from connectors.tools import jobs  # noqa: E402
+from connectors.tools import replay_jobs  # noqa: E402
 from connectors.monitoring.prometheus_metrics import exposition  # noqa: E402
 from connectors.monitoring.status import attention_reasons  # noqa: E402
 from test_status import QUERY_ID, ROWS_PER_TASK, new_query  # noqa: E402
@@ -144,7 +144,7 @@ def test_the_replay_reads_the_whole_loss_from_a_jobs_log(tmp_path):
             "commit, e.g. past transaction.timeout.ms): ...")
     log.write_text("\n".join(["ERROR checkpoint 0: transaction p-0-0 (producer id 1, epoch 0, 658 records) is lost",
                               line, line.replace("kafka-eos: ", "TransactionLostError: ")]) + "\n")
-    run = jobs.JobRun.__new__(jobs.JobRun)  # its log parsing only, without starting a process
+    run = replay_jobs.JobRun.__new__(replay_jobs.JobRun)  # its log parsing only, without starting a process
 
     class _Done:
         returncode = 1
@@ -153,7 +153,7 @@ def test_the_replay_reads_the_whole_loss_from_a_jobs_log(tmp_path):
             return 1
 
     run._process = _Done()
-    run.result = jobs.RunResult(["job"], {}, log, 0)
+    run.result = replay_jobs.RunResult(["job"], {}, log, 0)
     result = run.wait(1)
     assert result.transaction_lost
     assert (result.lost_transactions_reported, result.lost_records_reported) == (3, 1999)

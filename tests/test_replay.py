@@ -14,7 +14,7 @@ import time
 import pytest
 
 from connectors.tools.broker import Broker, find_broker
-from connectors.tools.jobs import JobRun, JobTemplate
+from connectors.tools.replay_jobs import JobRun, JobTemplate
 from connectors.tools.errors import JobTemplateError
 from connectors.tools.loader import load_input
 from connectors.tools.replay import FAILED, PASSED, SKIPPED, Replay, ReplayOptions, ScenarioResult, parse_scenarios
@@ -145,7 +145,7 @@ def test_an_at_least_once_job_is_caught(tmp_path):
 
 def test_silent_loss_is_called_silent_loss(tmp_path):
     from kafka_testkit.fake_cluster import FakeKafkaClients
-    from connectors.tools.jobs import RunResult
+    from connectors.tools.replay_jobs import RunResult
 
     fake = FakeKafkaClients(tmp_path / "kafka.db")
     load_input(fake, "in", 10, partitions=1, aborted=0)
@@ -252,7 +252,7 @@ def test_only_the_log_confirms_that_a_failpoint_fired(tmp_path):
     """A failpoint appends its line to the run's log before it acts (KAFKA_EOS_FAILPOINT_LOG), so a
     Spark Python worker that kills its whole job still confirms it; an exit code alone does not
     (tests/test_demo_story.py runs the kill)."""
-    from connectors.tools.jobs import RunResult
+    from connectors.tools.replay_jobs import RunResult
 
     killed = RunResult(["job"], {}, tmp_path / "log", 0, exit_code=-signal.SIGKILL)
     exited = RunResult(["job"], {}, tmp_path / "log", 0, exit_code=137)

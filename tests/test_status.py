@@ -13,9 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from connectors.kafka.clients import TopicPartition  # noqa: E402
 from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool  # noqa: E402
 from connectors.kafka.sink.writer import KafkaTransactionWriter  # noqa: E402
-from connectors.spark.commit_protocol import SparkCommitProtocol  # noqa: E402
+from connectors.spark.driver_committer import SparkCommitProtocol  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402
-from connectors.spark.writer import KafkaCommitMessage  # noqa: E402
+from connectors.spark.datasource_writers import KafkaCommitMessage  # noqa: E402
 from connectors.tools import cli  # noqa: E402
 from connectors.monitoring.prometheus_metrics import exposition  # noqa: E402
 from connectors.monitoring import status as status_module  # noqa: E402

@@ -106,7 +106,7 @@ ModuleNotFoundError: No module named '{module}'
 """
 
 
-@pytest.mark.parametrize("module", ["connectors", "connectors.spark.writer", "twophase", "tenacity", "pyarrow"])
+@pytest.mark.parametrize("module", ["connectors", "connectors.spark.datasource_writers", "twophase", "tenacity", "pyarrow"])
 def test_a_worker_without_the_kit_gives_one_line_naming_the_fix(module):
     lines = kit_error_lines(_WORKER_TRACE.format(module=module))
     assert lines == [worker_python_message(module)]
@@ -237,7 +237,7 @@ def test_a_batch_write_to_a_missing_topic_fails_with_the_one_line(spark, fake, t
 def test_foreach_batch_writes_from_workers_without_the_kit_fail_with_the_one_line(spark, fake, tmp_path):
     from dataclasses import replace
 
-    from connectors.spark.dataframe_writer import write_dataframe
+    from connectors.spark.foreach_batch_write import write_dataframe
     from connectors.spark.errors import WorkerPythonError
     from connectors.spark.options import parse_sink_options
 

@@ -32,7 +32,7 @@ from connectors.kafka.source import from_offsets, to_offsets
 from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
 from connectors.spark.errors import QueryCheckpointError
 from connectors.spark.options import state_dir_under
-from connectors.spark.commit_protocol import SINK_PARTICIPANT
+from connectors.spark.driver_committer import SINK_PARTICIPANT
 from connectors.spark.query_checkpoint import OFFSET_LOG, read_query_checkpoint
 from connectors.monitoring.errors import StatusUnavailableError
 from twophase.checkpoint_statistics import CheckpointStatistics, retained_statistics

@@ -42,14 +42,14 @@ class KafkaEosDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from connectors.spark.options import parse_sink_options
-        from connectors.spark.writer import KafkaEosBatchWriter, prepare_sink
+        from connectors.spark.datasource_writers import KafkaEosBatchWriter, prepare_sink
 
         options = parse_sink_options(self.options, streaming=False)
         return KafkaEosBatchWriter(options, schema, prepare_sink(options, schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from connectors.spark.options import parse_sink_options
-        from connectors.spark.writer import KafkaEosStreamWriter, prepare_sink
+        from connectors.spark.datasource_writers import KafkaEosStreamWriter, prepare_sink
 
         options = parse_sink_options(self.options, streaming=True)
         return KafkaEosStreamWriter(options, schema, prepare_sink(options, schema))

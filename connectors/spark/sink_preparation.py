@@ -10,7 +10,7 @@ from pyspark.sql.types import StructType
 
 from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.sink.guardrails import check_output_topic, check_sink
-from connectors.spark.commit_protocol import SparkCommitProtocol
+from connectors.spark.driver_committer import SparkCommitProtocol
 from connectors.spark.options import SinkOptions
 from connectors.spark.schema import check_sink_schema
 from connectors.spark.state_guard import guard_sink_state

@@ -49,7 +49,7 @@ from connectors.tools.errors import (
     UsageError,
 )
 from connectors.tools.demo import DemoOptions, demo_broker, run_demo
-from connectors.tools.jobs import ENGINES, JobTemplate
+from connectors.tools.replay_jobs import ENGINES, JobTemplate
 from connectors.tools.loader import load_input
 from connectors.tools.replay import (
     DEMO_SCENARIOS,

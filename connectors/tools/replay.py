@@ -74,7 +74,7 @@ from connectors.tools.broker import (
 )
 from connectors.tools.errors import UsageError
 from connectors.tools.job_metrics import CheckpointEvent, JobMetrics, read_metrics
-from connectors.tools.jobs import JobRun, JobTemplate, RunResult
+from connectors.tools.replay_jobs import JobRun, JobTemplate, RunResult
 from connectors.tools.loader import ensure_topic
 from connectors.tools.verify import ProgressCallback, VerifyReport, committed_record_count, verify
 from twophase import failpoints

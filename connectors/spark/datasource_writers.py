@@ -1,7 +1,7 @@
 """Kafka writers of the ``kafka-eos`` format (Arrow in), streaming and batch: what Spark's Python
 Data Source API calls. Tasks run :func:`connectors.spark.write_task.write_task` on executors; the
 driver's ``commit``/``abort`` hand the tasks' messages to
-:class:`connectors.spark.commit_protocol.SparkCommitProtocol`; ``prepare_sink``
+:class:`connectors.spark.driver_committer.SparkCommitProtocol`; ``prepare_sink``
 (``connectors/spark/sink_preparation.py``) runs before the writer is made.
 """
 
@@ -20,7 +20,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connectors.spark.commit_protocol import SparkCommitProtocol
+from connectors.spark.driver_committer import SparkCommitProtocol
 from connectors.spark.options import SinkOptions
 from connectors.spark.sink_preparation import prepare_sink
 from connectors.spark.write_task import KafkaCommitMessage, produce_batch_of, write_task

@@ -3,7 +3,7 @@
 The tasks run the ``kafka-eos`` sink's task code (``write_task.py``) through ``mapInArrow``: each
 writes its rows in one transaction, pre-commits it and returns its commit message as one row. The
 messages are collected here, and this process stores and commits them as one checkpoint
-(:class:`connectors.spark.commit_protocol.SparkCommitProtocol`, the same lifecycle as the data
+(:class:`connectors.spark.driver_committer.SparkCommitProtocol`, the same lifecycle as the data
 source's driver-side commit).
 
 This is what the foreachBatch helper writes with. ``df.write.format("kafka-eos")`` would make
@@ -23,7 +23,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from connectors.spark import use_session_python
-from connectors.spark.commit_protocol import SparkCommitProtocol
+from connectors.spark.driver_committer import SparkCommitProtocol
 from connectors.spark.errors import WorkerPythonError
 from connectors.spark.failures import missing_kit_module, worker_python_message
 from connectors.spark.options import SinkOptions
