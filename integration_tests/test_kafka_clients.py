@@ -2,8 +2,8 @@
 clients have to show.
 
 The Kafka facts the exactly-once protocol relies on (design/exactly-once-protocol.md) are checked
-by tests/kafka_conformance.py, against this broker by integration_tests/test_real_kafka_conformance.py
-and against the fake cluster by tests/test_kafka_conformance.py. Here: a transaction survives its
+by kafka_testkit/kafka_conformance.py, against this broker by integration_tests/test_real_kafka_conformance.py
+and against the fake cluster by tests/kafka_testkit/test_kafka_conformance.py. Here: a transaction survives its
 producer's process dying without any destructor, and the producer's own message.max.bytes.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
-from kafka_conformance import (
+from kafka_testkit.kafka_conformance import (
     create_topic,
     end_txn,
     read_visible,

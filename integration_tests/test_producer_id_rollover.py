@@ -29,7 +29,7 @@ import pytest
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.metadata import CoordinatorType
 from kafka.protocol.producer.transaction import InitProducerIdRequest
-from kafka_conformance import (
+from kafka_testkit.kafka_conformance import (
     PRODUCER_CONFIG,
     TIMEOUT_S,
     create_topic,

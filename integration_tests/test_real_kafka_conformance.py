@@ -1,10 +1,10 @@
-"""The Kafka conformance checks (tests/kafka_conformance.py) against a real Kafka broker.
+"""The Kafka conformance checks (kafka_testkit/kafka_conformance.py) against a real Kafka broker.
 
-(Named apart from tests/test_kafka_conformance.py: tests/ and integration_tests/ are not packages,
+(Named apart from tests/kafka_testkit/test_kafka_conformance.py: tests/ and integration_tests/ are not packages,
 so pytest imports both by basename and two equal basenames clash in one session.)
 
 Each check runs against the integration tests' broker (Kafka 4.x unless one is given) and against
-Kafka 3.9. tests/test_kafka_conformance.py runs the same checks against the kit's fake cluster; together
+Kafka 3.9. tests/kafka_testkit/test_kafka_conformance.py runs the same checks against the kit's fake cluster; together
 they are the evidence that the fake behaves like Kafka on every fact the protocol relies on.
 integration_tests/conftest.py puts tests/ on sys.path (and never accepts the fake here).
 """
@@ -16,7 +16,7 @@ from typing import Callable
 import pytest
 
 from connectors.kafka.clients import KafkaClients
-from kafka_conformance import CHECKS, ConformanceCheck, check_id
+from kafka_testkit.kafka_conformance import CHECKS, ConformanceCheck, check_id
 
 
 #: The broker of the integration tests (Kafka 4.x by default), and a Kafka 3.9 one.

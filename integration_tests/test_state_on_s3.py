@@ -1,12 +1,12 @@
 """The kit's state on a real S3 server (see conftest.py for how it is found): write-once files,
 conditional creates that a second writer loses, retention, savepoints, and a crash before every
-write of the state, as in tests/test_checkpoint_store.py."""
+write of the state, as in tests/twophase/test_checkpoint_store.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from state_fixtures import crash_at_every_write, racing_creates
+from kafka_testkit.state_scenarios import crash_at_every_write, racing_creates
 from twophase import savepoints
 from twophase.checkpoint import CompletedCheckpoint
 from twophase.checkpoint_store import FileCheckpointStore

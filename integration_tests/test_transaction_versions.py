@@ -23,7 +23,7 @@ from typing import Callable
 
 import pytest
 from kafka.admin import KafkaAdminClient
-from kafka_conformance import (
+from kafka_testkit.kafka_conformance import (
     PRODUCER_CONFIG,
     TIMEOUT_S,
     create_topic,

@@ -638,7 +638,7 @@ class _Cluster:
                     # No partition was ever added: the broker never saw the transaction begin (its
                     # state is Empty), so there is nothing to commit: INVALID_TXN_STATE. An abort
                     # from Empty is accepted (Kafka 4.4 with transactions v2, measured by
-                    # tests/kafka_conformance.py): no marker, the epoch is bumped, and a resent
+                    # kafka_testkit/kafka_conformance.py): no marker, the epoch is bumped, and a resent
                     # abort succeeds. (Kafka 4.0 and the classic protocol refused it too.)
                     raise errors.InvalidTxnStateError(
                         f"INVALID_TXN_STATE: EndTxn({result}) of {transactional_id!r} (epoch {epoch}):"

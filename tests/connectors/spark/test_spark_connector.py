@@ -18,7 +18,7 @@ pyspark = pytest.importorskip("pyspark")
 
 from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
 from kafka_testkit.task_failures import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV, with_task_failures  # noqa: E402
-from kafka_fixtures import produce_aborted, produce_committed, read_all  # noqa: E402
+from kafka_testkit.topic_records import produce_aborted, produce_committed, read_all  # noqa: E402
 
 pytestmark = pytest.mark.spark
 

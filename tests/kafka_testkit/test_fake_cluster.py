@@ -16,7 +16,7 @@ from connectors.kafka.clients import TIMESTAMP_LOG_APPEND_TIME, ProducerIdentity
 from connectors.kafka.clients.factory import clients_for
 from kafka_testkit.fake_cluster import FakeKafkaClients, FakeProducer
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "events"
 TP0 = TopicPartition(TOPIC, 0)
 
@@ -316,7 +316,7 @@ def test_record_larger_than_message_max_bytes_is_refused(kafka: FakeKafkaClients
 
 def test_producing_to_a_missing_topic_is_refused(kafka: FakeKafkaClients) -> None:
     # The fake never auto-creates topics (a real broker may, by its auto.create.topics.enable), so
-    # this is not in tests/kafka_conformance.py; unknown partitions and admin requests are.
+    # this is not in kafka_testkit/kafka_conformance.py; unknown partitions and admin requests are.
     with pytest.raises(errors.UnknownTopicError):
         kafka.producer(None).produce("nope", b"v")
     assert kafka.admin().list_topics() == [TOPIC]

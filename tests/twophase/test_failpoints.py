@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 import subprocess
 import sys
 
@@ -49,7 +50,7 @@ def test_exit_action_kills_the_process_from_env():
     env = dict(os.environ, KAFKA_EOS_FAILPOINTS="after_commit:exit")
     code = "from twophase import failpoints; failpoints.hit('after_commit'); print('survived')"
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                            cwd=os.path.dirname(os.path.dirname(__file__)))
+                            cwd=str(Path(__file__).resolve().parents[2]))
     assert result.returncode == failpoints.EXIT_CODE
     assert "survived" not in result.stdout
 
@@ -62,6 +63,6 @@ def test_exit_can_kill_the_whole_process_group():
             "preexec_fn=os.setpgrp); "
             "print('parent survived')")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, start_new_session=True,
-                            cwd=os.path.dirname(os.path.dirname(__file__)))
+                            cwd=str(Path(__file__).resolve().parents[2]))
     assert result.returncode == -9
     assert "parent survived" not in result.stdout

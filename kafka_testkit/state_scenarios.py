@@ -10,7 +10,7 @@ from typing import Callable
 
 from kafka_testkit.crashing_storage import CrashingStorage, SimulatedCrash, WriteLog
 from kafka_testkit.memory_storage import memory_storage
-from memory_system import ListSource, MemorySink, MemoryTransactionalSystem, StepClock
+from kafka_testkit.memory_system import ListSource, MemorySink, MemoryTransactionalSystem, StepClock
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.coordinator import CheckpointConfig, CheckpointCoordinator
 from twophase.pipeline import LocalPipeline

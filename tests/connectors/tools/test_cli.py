@@ -21,7 +21,7 @@ from connectors.tools import broker as broker_module
 from connectors.tools import cli, replay_jobs
 from connectors.tools.broker import SIMULATED_NOTICE
 from connectors.tools.loader import load_input
-from kafka_fixtures import produce_committed, read_all
+from kafka_testkit.topic_records import produce_committed, read_all
 
 SCRIPT = Path(sys.executable).with_name("kafka-eos")
 

@@ -11,7 +11,7 @@ from connectors.tools import verify as verify_module
 from connectors.tools.loader import load_input
 from connectors.tools.verify import IdSpec, verify
 from connectors.tools.errors import IdFieldError, IdSpecError, TopicNotFoundError
-from kafka_fixtures import produce_committed
+from kafka_testkit.topic_records import produce_committed
 
 N = 300
 

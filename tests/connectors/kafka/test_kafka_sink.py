@@ -10,7 +10,7 @@ from connectors.kafka.errors import RecordTooLargeError, RetriableKafkaError, Tr
 from kafka_testkit.fake_cluster import FakeKafkaClients
 from connectors.kafka.sink.kafka_sink import KafkaSink
 from connectors.kafka.sink.writer import ProducerRecord
-from kafka_fixtures import read_all
+from kafka_testkit.topic_records import read_all
 from twophase.checkpoint import CompletedCheckpoint
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.coordinator import CheckpointCoordinator

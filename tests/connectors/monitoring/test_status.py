@@ -20,7 +20,7 @@ from connectors.tools import cli  # noqa: E402
 from connectors.monitoring.prometheus_metrics import exposition  # noqa: E402
 from connectors.monitoring import status as status_module  # noqa: E402
 from connectors.monitoring.status import attention_reasons, read_status  # noqa: E402
-from kafka_fixtures import produce_committed  # noqa: E402
+from kafka_testkit.topic_records import produce_committed  # noqa: E402
 from kafka_testkit.crashing_storage import CrashingStorage, SimulatedCrash, WriteLog  # noqa: E402
 from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
 from twophase import failpoints  # noqa: E402
@@ -324,6 +324,6 @@ def test_the_sample_alert_rules_use_only_metrics_that_exist(tmp_path):
     query = new_query(tmp_path, retained=3)
     query.run_batch(0)
     exposed = {s.name for f in text_string_to_metric_families(exposition(query.status())) for s in f.samples}
-    rules = (Path(__file__).resolve().parent.parent / "examples" / "prometheus-alerts.yml").read_text()
+    rules = (Path(__file__).resolve().parents[3] / "examples" / "prometheus-alerts.yml").read_text()
     used = set(re.findall(r"\bkafka_eos_[a-z_]+", rules))
     assert used and used <= exposed, sorted(used - exposed)

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from kafka_testkit.fake_cluster import FakeKafkaClients
-from kafka_fixtures import produce_aborted, produce_committed, read_all
+from kafka_testkit.topic_records import produce_aborted, produce_committed, read_all
 from twophase import failpoints
 
-JOB = Path(__file__).resolve().parent.parent / "examples" / "copy_pipeline.py"
+JOB = Path(__file__).resolve().parents[3] / "examples" / "copy_pipeline.py"
 RECORDS = 600
 
 

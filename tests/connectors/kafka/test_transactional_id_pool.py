@@ -21,7 +21,7 @@ from connectors.kafka.sink.writer import KafkaTransactionWriter, ProducerRecord 
 from connectors.spark.driver_committer import SparkCommitProtocol  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.datasource_writers import KafkaCommitMessage  # noqa: E402
-from kafka_fixtures import produce_committed, read_all  # noqa: E402
+from kafka_testkit.topic_records import produce_committed, read_all  # noqa: E402
 from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
 from twophase import failpoints  # noqa: E402
 from twophase.checkpoint_store import FileCheckpointStore  # noqa: E402

@@ -16,7 +16,7 @@ from connectors.kafka.errors import (
 )
 from connectors.kafka.sink.guardrails import check_sink
 from connectors.kafka.source import KafkaSource, KafkaSourceConfig
-from kafka_fixtures import produce_committed, read_all
+from kafka_testkit.topic_records import produce_committed, read_all
 from kafka_testkit.fake_cluster import FakeKafkaClients
 
 # Waits between attempts of zero: the tests count attempts, never time.

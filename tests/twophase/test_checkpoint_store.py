@@ -123,7 +123,7 @@ def test_savepoint_is_self_contained_and_disposable(tmp_path):
 
 # -- the write-once layout, on a local directory and on pyarrow's in-memory filesystem ----------
 
-from state_fixtures import KINDS, crash_at_every_write, make_storage  # noqa: E402
+from kafka_testkit.state_scenarios import KINDS, crash_at_every_write, make_storage  # noqa: E402
 from twophase.state_owner import StateOwner  # noqa: E402
 
 

@@ -10,7 +10,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from kafka_testkit.memory_storage import memory_storage
-from state_fixtures import KINDS, make_storage, racing_creates
+from kafka_testkit.state_scenarios import KINDS, make_storage, racing_creates
 from twophase.conditional_create import ConditionalCreate, azure_account_of
 from twophase.state_storage import (
     ArrowStateStorage,

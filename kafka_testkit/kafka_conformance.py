@@ -3,7 +3,7 @@
 Each check takes a ``KafkaClients`` and a name factory and asserts one fact of
 design/exactly-once-protocol.md (or of the seam's contract in connectors/kafka/clients/) using
 nothing but the seam: no fake-specific control, no client library. The same list runs against the
-kit's fake cluster (tests/test_kafka_conformance.py) and against a real Apache Kafka broker
+kit's fake cluster (tests/kafka_testkit/test_kafka_conformance.py) and against a real Apache Kafka broker
 (integration_tests/test_kafka_conformance.py), so the fake cannot drift from Kafka unnoticed: a
 fake that hands aborted records to read_committed readers (librdkafka's mock cluster, Tansu) would
 make every exactly-once test above it meaningless.

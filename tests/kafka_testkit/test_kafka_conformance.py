@@ -1,4 +1,4 @@
-"""The Kafka conformance checks (tests/kafka_conformance.py) against the kit's fake cluster.
+"""The Kafka conformance checks (kafka_testkit/kafka_conformance.py) against the kit's fake cluster.
 
 integration_tests/test_kafka_conformance.py runs the same checks against a real broker: a fact
 that passes there and fails here is a bug of the fake, to be fixed in kafka_testkit/fake_cluster.py.
@@ -14,7 +14,7 @@ import pytest
 
 from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients import KafkaClients
-from kafka_conformance import CHECKS, ConformanceCheck, NameFactory, check_id
+from kafka_testkit.kafka_conformance import CHECKS, ConformanceCheck, NameFactory, check_id
 from kafka_testkit.fake_cluster import FAKE_SCHEME
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from memory_system import ListSource, MemorySink, MemoryTransactionalSystem, StepClock
+from kafka_testkit.memory_system import ListSource, MemorySink, MemoryTransactionalSystem, StepClock
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.coordinator import CheckpointConfig, CheckpointCoordinator
 from twophase.errors import (

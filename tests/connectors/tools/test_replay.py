@@ -251,7 +251,7 @@ def test_job_templates():
 def test_only_the_log_confirms_that_a_failpoint_fired(tmp_path):
     """A failpoint appends its line to the run's log before it acts (KAFKA_EOS_FAILPOINT_LOG), so a
     Spark Python worker that kills its whole job still confirms it; an exit code alone does not
-    (tests/test_demo_story.py runs the kill)."""
+    (tests/connectors/tools/test_demo_story.py runs the kill)."""
     from connectors.tools.replay_jobs import RunResult
 
     killed = RunResult(["job"], {}, tmp_path / "log", 0, exit_code=-signal.SIGKILL)

@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from memory_system import ListSource, MemorySink, MemoryTransactionalSystem, StepClock
+from kafka_testkit.memory_system import ListSource, MemorySink, MemoryTransactionalSystem, StepClock
 from twophase import failpoints
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.coordinator import CheckpointConfig, CheckpointCoordinator

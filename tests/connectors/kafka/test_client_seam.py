@@ -31,7 +31,7 @@ def test_security_protocol_prefixes_and_plain_addresses_are_real_clusters():
 
 def test_no_product_module_imports_the_test_kit():
     # The examples are failure-replay jobs: they may take the test kit's seeded task failures.
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[3]
     importers = []
     for package in ("twophase", "connectors"):
         for path in (root / package).rglob("*.py"):

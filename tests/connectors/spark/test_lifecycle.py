@@ -24,9 +24,9 @@ from connectors.spark import write_task as write_task_module  # noqa: E402
 from connectors.spark.driver_committer import SparkCommitProtocol  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.write_task import write_task  # noqa: E402
-from kafka_fixtures import read_all  # noqa: E402
+from kafka_testkit.topic_records import read_all  # noqa: E402
 from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
-from memory_system import ListSource, StepClock  # noqa: E402
+from kafka_testkit.memory_system import ListSource, StepClock  # noqa: E402
 from twophase import failpoints  # noqa: E402
 from twophase.checkpoint_store import FileCheckpointStore  # noqa: E402
 from twophase.coordinator import CheckpointConfig, CheckpointCoordinator  # noqa: E402
