@@ -25,6 +25,7 @@ from typing import Any, Sequence
 from connectors.kafka.sink.internal.abort_strategy import LingeringTransactionAborter
 from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients import KafkaClients
+from connectors.kafka.sink.commit_loop import abort_by_checkpoint, commit_by_checkpoint
 from connectors.kafka.sink.committable import KafkaCommittable
 from connectors.kafka.sink.committer import KafkaTransactionCommitter
 from connectors.kafka.errors import TransactionLostError
@@ -74,12 +75,12 @@ class SparkSinkCommitter(CommittingParticipant[KafkaCommittable]):
         return [(checkpoint_id, c) for c in committables_of(state)]
 
     def commit_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]], recovering: bool) -> None:
-        for checkpoint_id, group in _by_checkpoint(committables):
-            started = time.monotonic()
-            self.committer.commit_all(group, checkpoint_id)
+        def committed(checkpoint_id: int, group: list[KafkaCommittable], took_ms: float) -> None:
+            self.committed_now.extend(group)
             if recovering:
-                record_recovery(self.options, self.store, checkpoint_id, group, (time.monotonic() - started) * 1000)
-        self.committed_now.extend(c for _, c in committables)
+                record_recovery(self.options, self.store, checkpoint_id, group, took_ms)
+
+        commit_by_checkpoint(self.committer, committables, committed)
 
     def lost(self, checkpoint_id: int, committables: Sequence[tuple[int, KafkaCommittable]],
              error: UnrecoverableCommitError) -> None:
@@ -89,8 +90,7 @@ class SparkSinkCommitter(CommittingParticipant[KafkaCommittable]):
         record_lost(self.options, self.store, checkpoint_id, [c for _, c in committables], lost)
 
     def abort_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]]) -> None:
-        for checkpoint_id, group in _by_checkpoint(committables):
-            self.committer.abort_all(group, checkpoint_id)
+        abort_by_checkpoint(self.committer, committables)
 
     def abort_lingering(self, keep: Sequence[KafkaCommittable], checkpoint_id: int | None) -> list[str]:
         config = self.options.config
@@ -101,13 +101,6 @@ class SparkSinkCommitter(CommittingParticipant[KafkaCommittable]):
                                               config.commit_retry_timeout_s)
         self.lingering_aborted = aborter.abort_lingering(kept)
         return self.lingering_aborted
-
-
-def _by_checkpoint(committables: Sequence[tuple[int, KafkaCommittable]]) -> list[tuple[int, list[KafkaCommittable]]]:
-    groups: dict[int, list[KafkaCommittable]] = {}
-    for checkpoint_id, committable in committables:
-        groups.setdefault(checkpoint_id, []).append(committable)
-    return sorted(groups.items())
 
 
 class SparkCommitProtocol:

@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 from connectors.kafka.sink.internal.abort_strategy import LingeringTransactionAborter
 from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients import KafkaClients, ProducerClient
+from connectors.kafka.sink.commit_loop import abort_by_checkpoint, commit_by_checkpoint
 from connectors.kafka.sink.committable import KafkaCommittable
 from connectors.kafka.sink.committer import KafkaTransactionCommitter
 from connectors.kafka.sink.config import KafkaSinkConfig, default_transactional_id_prefix
@@ -94,29 +95,15 @@ class KafkaSink(TwoPhaseCommitSink[KafkaTransactionWriter, KafkaCommittable]):
         self.committer.abort(committable, checkpoint_id)
 
     def commit_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]], recovering: bool) -> None:
-        # EndTxn for every transaction of a checkpoint at once, not one after the other.
-        errors: list[Exception] = []
-        for checkpoint_id in sorted({cid for cid, _ in committables}):
-            group = [c for cid, c in committables if cid == checkpoint_id]
+        def committed(checkpoint_id: int, group: list[KafkaCommittable], took_ms: float) -> None:
             if recovering:
-                log.info("sink %s: re-committing %d transaction(s) of checkpoint %d on restore",
-                         self.name, len(group), checkpoint_id)
-            try:
-                self.committer.commit_all(group, checkpoint_id)
-            except Exception as exc:
-                errors.append(exc)
-        if errors:
-            raise errors[0]
+                log.info("sink %s: re-committed %d transaction(s) of checkpoint %d on restore (%.0f ms)",
+                         self.name, len(group), checkpoint_id, took_ms)
+
+        commit_by_checkpoint(self.committer, committables, committed)
 
     def abort_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]]) -> None:
-        errors: list[Exception] = []
-        for checkpoint_id in sorted({cid for cid, _ in committables}):
-            try:
-                self.committer.abort_all([c for cid, c in committables if cid == checkpoint_id], checkpoint_id)
-            except Exception as exc:
-                errors.append(exc)
-        if errors:
-            raise errors[0]
+        abort_by_checkpoint(self.committer, committables)
 
     def recover_and_abort(self, keep: Sequence[KafkaCommittable], restored_checkpoint_id: int | None) -> None:
         if self.id_pool is None:

@@ -1,0 +1,61 @@
+"""The one loop that ends a sink's transactions, checkpoint by checkpoint, for both Kafka sinks:
+the in-process :class:`~connectors.kafka.sink.kafka_sink.KafkaSink` and the Spark sink's driver
+committer (``connectors/spark/driver_committer.py``).
+
+Each checkpoint's transactions are ended together (the committer puts all their EndTxn requests in
+flight at once). Every checkpoint is attempted even when one fails, so one failure leaves no other
+transaction open to stall readers; then the first error is raised (for a checkpoint's lost
+transactions the committer already raised them all in one error).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Sequence
+
+from connectors.kafka.sink.committable import KafkaCommittable
+from connectors.kafka.sink.committer import KafkaTransactionCommitter
+
+#: Told of each checkpoint whose transactions were committed: its id, its transactions, how long
+#: their commit took (ms).
+GroupCommitted = Callable[[int, list[KafkaCommittable], float], None]
+
+
+def by_checkpoint(committables: Sequence[tuple[int, KafkaCommittable]]) -> list[tuple[int, list[KafkaCommittable]]]:
+    """The transactions grouped by checkpoint, in checkpoint order."""
+    groups: dict[int, list[KafkaCommittable]] = {}
+    for checkpoint_id, committable in committables:
+        groups.setdefault(checkpoint_id, []).append(committable)
+    return sorted(groups.items())
+
+
+def commit_by_checkpoint(committer: KafkaTransactionCommitter, committables: Sequence[tuple[int, KafkaCommittable]],
+                         on_committed: GroupCommitted | None = None) -> None:
+    """Commit every checkpoint's transactions, ``on_committed`` told of each checkpoint that
+    committed; the first error is raised once every checkpoint was attempted."""
+    errors: list[Exception] = []
+    for checkpoint_id, group in by_checkpoint(committables):
+        started = time.monotonic()
+        try:
+            committer.commit_all(group, checkpoint_id)
+        except Exception as exc:
+            errors.append(exc)
+            continue
+        if on_committed is not None:
+            on_committed(checkpoint_id, group, (time.monotonic() - started) * 1000)
+    if errors:
+        raise errors[0]
+
+
+def abort_by_checkpoint(committer: KafkaTransactionCommitter,
+                        committables: Sequence[tuple[int, KafkaCommittable]]) -> None:
+    """Abort every checkpoint's transactions; the first error is raised once every checkpoint was
+    attempted."""
+    errors: list[Exception] = []
+    for checkpoint_id, group in by_checkpoint(committables):
+        try:
+            committer.abort_all(group, checkpoint_id)
+        except Exception as exc:
+            errors.append(exc)
+    if errors:
+        raise errors[0]
