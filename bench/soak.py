@@ -246,22 +246,28 @@ class Sampler:
         return pss_by, fds_by
 
     def _transactions(self) -> tuple[int | None, int | None]:
+        # A client per sample, closed after it: one left open per sample is a connection to every
+        # broker, which the brokers' file descriptors would count (the first soak's did).
+        control = self._clients.txn_control()
         try:
-            control = self._clients.txn_control()
             return (len(control.list_transactions(f"{PREFIX}-")),
                     len(control.list_open_transactions(f"{PREFIX}-")))
         except Exception as exc:  # a bounce under way: this sample goes without
             log.warning("transactions not listed this time: %s", exc)
             return None, None
+        finally:
+            control.close()
 
     def _output_committed(self) -> int | None:
+        admin = self._clients.admin()
         try:
-            admin = self._clients.admin()
             partitions = [TopicPartition(self._output, p) for p in admin.partitions(self._output)]
             return sum(admin.list_offsets(partitions, "latest", read_committed=True).values())
         except Exception as exc:
             log.warning("output offsets not read this time: %s", exc)
             return None
+        finally:
+            admin.close()
 
     def sample(self, produced: int) -> Sample:
         pss_by, fds_by = self._processes()
