@@ -459,11 +459,18 @@ class Soak:
                         f.write(json.dumps(asdict(sample)) + "\n")
                     next_sample += args.sample_every_s
                 time.sleep(1.0)
+        except BaseException:
+            query.stop()  # interrupted (SIGTERM, Ctrl-C) or broken: no driver may outlive the soak
+            raise
         finally:
             bouncer.stop()
             steady.stop()
         self.event("faults stopped", produced=steady.produced)
-        verdict = self._finish(clients, query, command, source, output, steady.produced)
+        try:
+            verdict = self._finish(clients, query, command, source, output, steady.produced)
+        except BaseException:
+            query.stop()
+            raise
         meta.update(bounces=len(bouncer.bounces), bounce_errors=bouncer.errors, driver_kills=kills,
                     query_failures=query.failures, produced=steady.produced, input_errors=steady.errors,
                     verdict=verdict["verdict"], verify=verdict)
