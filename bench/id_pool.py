@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run_bench import COMMITTED_LINE, PROCESS_HOOKS, check_output, create_topics, load_input, log  # noqa: E402
+from run_bench import COMMITTED_LINE, check_output, create_topics, load_input, log, spark_env  # noqa: E402
 
 from connectors.kafka.clients.factory import clients_for  # noqa: E402
 from connectors.tools.broker import find_broker  # noqa: E402
@@ -74,8 +74,7 @@ def run_variant(variant: Variant, bootstrap: str, input_topic: str, partitions: 
                "--input", input_topic, "--output", output, "--checkpoint-dir", str(work / f"{variant.name}-chk"),
                "--bounded", "--transform", "copy", "--max-offsets-per-trigger", str(batch_records),
                "--metrics-file", str(metrics)]
-    env = dict(os.environ, KAFKA_EOS_BENCH_COMMIT_LOG="1", PYSPARK_PYTHON=variant.python,
-               PYTHONPATH=os.pathsep.join(p for p in (str(PROCESS_HOOKS), os.environ.get("PYTHONPATH", "")) if p))
+    env = dict(spark_env(dict(os.environ)), PYSPARK_PYTHON=variant.python)
     before = broker_ids(bootstrap)
     log(f"{variant.name}: {' '.join(command)}")
     started = time.monotonic()

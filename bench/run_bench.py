@@ -1089,7 +1089,11 @@ def _spark_command(args: argparse.Namespace, bootstrap: str, input_topic: str, o
             "--metrics-file", str(work / f"{tag}.metrics.jsonl")]
 
 
-def _spark_env(base: dict[str, str], trace_file: Path | None = None) -> dict[str, str]:
+def spark_env(base: dict[str, str], trace_file: Path | None = None) -> dict[str, str]:
+    """``base`` with the bench's process hook on the path of the job and its Python workers: the
+    sink's commit runs in Spark's Python workers, whose logging is not configured, and the hook
+    has them log the "batch N committed" line (``COMMITTED_LINE``); with ``trace_file``, the
+    processes' start-up trace too."""
     env = dict(base, KAFKA_EOS_BENCH_COMMIT_LOG="1", PYTHONPATH=os.pathsep.join(
         p for p in (str(PROCESS_HOOKS), base.get("PYTHONPATH", "")) if p))
     if trace_file is not None:
@@ -1189,7 +1193,7 @@ def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp
                                     "--jars", spark_kafka_jars.spark_jars]
                 # The first repetition of each Spark config is traced with --trace.
                 run.trace_file = work / f"{tag}.trace.jsonl" if args.trace and repetition == 1 else None
-                run.env = _spark_env(base_env, run.trace_file)
+                run.env = spark_env(base_env, run.trace_file)
                 if config in FOREACH_BATCH_RUNS:
                     run.command += ["--sink-format", FOREACH_BATCH_SINK]
                 if config in ZIP_RUNS:
@@ -1201,7 +1205,7 @@ def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp
         output = f"bench-{stamp}-{tag}-out"
         run = Run(name, MEMORY_RUN, 1, "spark", "exactly_once", output,
                   _spark_command(args, bootstrap, memory_topic, output, "exactly_once", work, tag),
-                  env=_spark_env(base_env), metrics_file=work / f"{tag}.metrics.jsonl",
+                  env=spark_env(base_env), metrics_file=work / f"{tag}.metrics.jsonl",
                   stderr_file=work / f"{tag}.stderr", records=args.memory_check_records)
         runs[name] = run
     return runs

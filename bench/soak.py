@@ -43,7 +43,6 @@ import argparse
 import json
 import logging
 import os
-import re
 import signal
 import statistics
 import sys
@@ -69,12 +68,12 @@ from kafka_testkit.kafka_distribution import from_environment  # noqa: E402
 from kafka_testkit.local_cluster import LocalKafkaCluster  # noqa: E402
 from kafka_testkit.node_bouncer import Bouncer  # noqa: E402
 from proc_sampling import cmdline, machine_cpu, open_fds, process_tree, proc_stats, pss  # noqa: E402
-from spark_job import spark_job_command, spark_job_environment  # noqa: E402
+from run_bench import COMMITTED_LINE, spark_env  # noqa: E402
+from spark_job import spark_job_command  # noqa: E402
 from spark_kafka_jars import resolve as resolve_spark_kafka_jars  # noqa: E402
 
 log = logging.getLogger("soak")
 
-COMMITTED_LINE = re.compile(r"batch (\d+) committed: (\d+) transactions, (\d+) records, (\d+) ms")
 _RETRY = BrokerRetryPolicy(timeout_ms=180_000)
 PREFIX = "soak"
 SAMPLES_VERSION = 1
@@ -418,13 +417,13 @@ class Soak:
         command = [a for a in spark_job_command(bootstrap, source, output, checkpoint_dir, batch_records=100_000,
                                                 extra=extra) if a != "--bounded"]
         (self.out / "logs").mkdir(exist_ok=True)
-        query = RunningQuery(command, self.out / "logs", env=commit_log_env())
+        query = RunningQuery(command, self.out / "logs", env=spark_env(dict(os.environ)))
         steady = SteadyInput(bootstrap, source, args.rate)
         bouncer = Bouncer(cluster, period_s=args.bounce_every_s, downtime_s=args.bounce_downtime_s, seed=28)
         self.started = time.monotonic()
         sampler = Sampler(cluster, query, clients, output, state_dir, checkpoint_dir, self.started)
         meta: dict[str, Any] = {"version": SAMPLES_VERSION, "minutes": args.minutes, "rate": args.rate,
-                                "trigger_interval": args.trigger_interval, "kafka": distribution_text(cluster),
+                                "trigger_interval": args.trigger_interval, "kafka": cluster.distribution.description,
                                 "connector": jars.source, "warmup_min": args.warmup_min,
                                 "window_min": args.window_min, "started_utc": datetime.now(timezone.utc).isoformat()}
         samples: list[Sample] = []
@@ -505,7 +504,7 @@ class Soak:
         query.stop()
         self.event("query stopped")
         bounded = [*command, "--bounded"]
-        final = RunningQuery(bounded, self.out / "logs", env=commit_log_env())
+        final = RunningQuery(bounded, self.out / "logs", env=spark_env(dict(os.environ)))
         final.runs = query.runs
         final.start()
         assert final.process is not None
@@ -518,18 +517,6 @@ class Soak:
         exactly_once = report.exactly_once and code == 0 and not open_left
         return {"verdict": "exactly-once" if exactly_once else "NOT exactly-once", "counts": report.counts,
                 "final_run_exit_code": code, "open_transactions_left": len(open_left)}
-
-
-def commit_log_env() -> dict[str, str]:
-    """The sink's commit runs in Spark's Python workers, whose logging is not configured: the
-    bench's process hook has them log the "batch N committed" line (as for run_bench.py)."""
-    hooks = str(REPO / "bench" / "process_hooks")
-    return {"KAFKA_EOS_BENCH_COMMIT_LOG": "1",
-            "PYTHONPATH": os.pathsep.join(p for p in (hooks, os.environ.get("PYTHONPATH", "")) if p)}
-
-
-def distribution_text(cluster: LocalKafkaCluster) -> str:
-    return cluster.distribution.description
 
 
 def main(argv: list[str] | None = None) -> int:
