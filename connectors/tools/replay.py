@@ -624,8 +624,8 @@ class Replay:
             if run.fault_start_ms is None:
                 continue
             start, end = run.fault_start_ms, run.fault_end_ms or run.fault_start_ms
-            ended = run.killed or run.exit_code not in (0, None)
-            first = metrics.first_commit_after_death(run.start_ms, end, run.pid) if ended else metrics.first_commit_after(end)
+            first = (metrics.first_commit_after(end) if run.succeeded
+                     else metrics.first_commit_after_death(run.start_ms, end, run.pid))
             recoveries.append((start, end, first.committed_ms if first else None))
         return recoveries
 
