@@ -8,10 +8,11 @@ of what the driver does for one batch of the exactly-once Spark sink, with the r
 no transaction in them (the fake Kafka cluster of kafka_testkit stands in for the broker, so
 only the state's cost differs between locations):
 
-- ``prepare``: what Spark's commit runner does in ``streamWriter()`` before the commit: the state
+- ``prepare``: what the sink driver's ``prepare`` does before a run's first batch: the state
   guard (reads Spark's query id; the full check once per process, as in a reused Python worker)
-  and ``SparkCommitProtocol.recover()`` (lists the state, reads the latest checkpoint);
-- ``commit``: ``SparkCommitProtocol.commit()``: latest, restore, store the checkpoint (a
+  and ``SparkSinkDriver.recover()`` (lists the state, reads the latest checkpoint). Spark's
+  commit runner no longer does this for every batch; it is kept here as the upper bound;
+- ``commit``: ``SparkSinkDriver.commit()``: latest, restore, store the checkpoint (a
   conditional create) and retention (deletes), mark it committed, the lingering sweep; the
   sink's own log line breaks it down, and ``store`` and ``mark`` are taken from it;
 - then Spark's commit-log entry is written, as Spark would.
@@ -39,7 +40,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from connectors.spark.driver_committer import SparkCommitProtocol
+from connectors.spark.sink_driver import BatchContext, SparkSinkDriver
 from connectors.spark.options import parse_sink_options
 from connectors.spark.state_guard import guard_sink_state
 from kafka_testkit.fake_cluster import FakeKafkaClients
@@ -74,7 +75,7 @@ def run_location(state_uri: str, batches: int, retained: int, work: Path) -> dic
                                   "checkpointlocation": str(checkpoint), "eos.statedir": state_uri,
                                   "eos.retainedcheckpoints": str(retained)}, streaming=True)
     lines = _CommitLines()
-    logger = logging.getLogger("connectors.spark.driver_committer")
+    logger = logging.getLogger("connectors.spark.sink_driver")
     logger.addHandler(lines)
     logger.setLevel(logging.INFO)
     per_batch = []
@@ -82,15 +83,15 @@ def run_location(state_uri: str, batches: int, retained: int, work: Path) -> dic
         for batch in range(batches):
             started = time.perf_counter()
             guard_sink_state(options)
-            protocol = SparkCommitProtocol(options, clients)
+            protocol = SparkSinkDriver(options, clients)
             try:
                 protocol.recover()
             finally:
                 protocol.close()
             prepared = time.perf_counter()
-            protocol = SparkCommitProtocol(options, clients)
+            protocol = SparkSinkDriver(options, clients)
             try:
-                protocol.commit([], batch)
+                protocol.commit(BatchContext(batch), [])
             finally:
                 protocol.close()
             committed = time.perf_counter()
@@ -133,10 +134,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.without_statistics:
-        import connectors.spark.driver_committer as driver_committer
+        import twophase.lifecycle as lifecycle
 
-        driver_committer.record_commit = lambda *a, **k: None  # type: ignore[assignment]
-        driver_committer.totals_before = lambda *a, **k: None  # type: ignore[assignment]
+        lifecycle.record_statistics = lambda *a, **k: None  # type: ignore[assignment]
     results = []
     with tempfile.TemporaryDirectory(prefix="kafka-eos-state-bench-") as tmp:
         work = Path(tmp)

@@ -65,10 +65,10 @@ def tools_loaded_after(statement: str) -> set[str]:
 @pytest.mark.parametrize("statement", [
     "import connectors.spark",
     "import connectors.spark.reader, connectors.spark.datasource_writers, connectors.spark.write_task",
-    "import connectors.spark.foreach_batch, connectors.spark.foreach_batch_write, connectors.spark.driver_committer",
+    "import connectors.spark.foreach_batch, connectors.spark.foreach_batch_write, connectors.spark.sink_driver",
     "import connectors.spark.failures, connectors.monitoring.metrics_listener",
     "import connectors.kafka.sink.kafka_sink, connectors.kafka.source, connectors.kafka.sink.committer",
-    "import twophase.coordinator, twophase.pipeline",
+    "import twophase.coordinator, twophase.lifecycle, twophase.pipeline",
     "import connectors.worker_python, connectors.tools.command",
 ])
 def test_the_sink_and_the_source_import_nothing_of_the_tools_extra(statement):

@@ -1,5 +1,6 @@
-"""The protocol core: checkpoint coordinator, completed-checkpoint store, savepoints,
-two-phase-commit contracts and failpoints, and the root of the kit's errors
+"""The protocol core: the commit lifecycle, the in-process checkpoint coordinator, the
+completed-checkpoint store, savepoints, two-phase-commit contracts and failpoints, and the root of
+the kit's errors
 (:class:`~twophase.errors.KafkaEosError`). No Kafka and no Spark in here.
 
 The names below are resolved on first use (PEP 562): every Python process Spark starts for the
@@ -21,7 +22,8 @@ _EXPORTS = {
     "CheckpointFailureError": "twophase.errors",
     "CheckpointTriggerError": "twophase.errors",
     "KafkaEosError": "twophase.errors",
-    "CommitResult": "twophase.coordinator",
+    "CommitLifecycle": "twophase.lifecycle",
+    "CommitTimings": "twophase.checkpoint_statistics",
     "CommittingParticipant": "twophase.participants",
     "CheckpointParticipant": "twophase.participants",
     "ResettableSource": "twophase.participants",
@@ -29,8 +31,8 @@ _EXPORTS = {
     "TwoPhaseCommitSink": "twophase.participants",
     "LocalPipeline": "twophase.pipeline",
     "PipelineResult": "twophase.pipeline",
-    "CheckpointStats": "twophase.stats",
-    "CheckpointStatus": "twophase.stats",
+    "CheckpointStats": "twophase.checkpoint_history",
+    "CheckpointStatus": "twophase.checkpoint_history",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -52,7 +54,9 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from twophase.checkpoint import CompletedCheckpoint
     from twophase.checkpoint_store import FileCheckpointStore
-    from twophase.coordinator import CheckpointConfig, CheckpointCoordinator, CommitResult
+    from twophase.checkpoint_statistics import CommitTimings
+    from twophase.coordinator import CheckpointConfig, CheckpointCoordinator
+    from twophase.lifecycle import CommitLifecycle
     from twophase.errors import (
         CheckpointAbortedError,
         CheckpointCommitError,
@@ -68,4 +72,4 @@ if TYPE_CHECKING:
         TwoPhaseCommitSink,
     )
     from twophase.pipeline import LocalPipeline, PipelineResult
-    from twophase.stats import CheckpointStats, CheckpointStatus
+    from twophase.checkpoint_history import CheckpointStats, CheckpointStatus

@@ -6,11 +6,13 @@ each checkpoint's figures are a write-once file next to its ``_metadata``, subsu
 store deletes a checkpoint's whole folder), and read by ``kafka-eos status`` without the query.
 
 What the file holds (:class:`CheckpointStatistics`): the batch's records and transactions, the
-commit's parts (prepare, store, EndTxn, mark, lingering sweep), how the checkpoint ended
-(committed by its own batch, committed by a recovery after a crash, or transactions lost, each
-listed with its records), the lingering transactions aborted, and what ``status`` needs to find
-the sink's transactions on the broker without the query's options (transactional id prefix,
-transaction timeout, restart budget). It also carries running totals over the query's life
+commit's steps (prepare, store, commit, mark, lingering sweep: :class:`CommitTimings`), how the
+checkpoint ended (committed by its own batch, committed by a recovery after a crash, or
+transactions lost, each listed with its records), the lingering transactions aborted, and a
+``sink`` section the sink fills with what ``status`` needs to find its transactions without the
+query's options (the Kafka sink's: ``connectors/kafka/sink/statistics.py``). The commit lifecycle
+(``twophase/lifecycle.py``) writes it in its record step, from the participants' figures
+(:class:`CommitFigures`). It also carries running totals over the query's life
 (:class:`StatisticsTotals`, the previous record's totals plus this checkpoint), so counters and
 the commit-duration histogram survive retention, which keeps only a few checkpoints. Lost
 transactions and their records are counted apart from committed ones.
@@ -28,7 +30,7 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from twophase.checkpoint_store import METADATA_FILE, FileCheckpointStore
 from twophase.errors import CorruptStatisticsError, InvalidValueError
@@ -37,9 +39,13 @@ log = logging.getLogger(__name__)
 
 STATISTICS_FILE = "_statistics"
 #: 2: every lost transaction is recorded with its records (``lost``), and the totals count lost
-#: records and keep lost ones out of the committed figures. Version 1 (ids only) is still read.
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+#: records and keep lost ones out of the committed figures. 3: the sink's own settings are one
+#: opaque ``sink`` section (they were top-level Kafka fields), and the commit step is ``commit_ms``
+#: (it was ``end_txn_ms``). Versions 1 and 2 are still read.
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+#: The version-1/2 top-level fields that now live in the ``sink`` section.
+_LEGACY_SINK_FIELDS = ("transactional_id_prefix", "transaction_timeout_ms", "restart_budget_ms")
 #: Upper bounds (seconds) of the commit-duration histogram; fixed, because totals are cumulative
 #: across processes and versions and buckets must line up.
 COMMIT_DURATION_BUCKETS_S: tuple[float, ...] = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -69,14 +75,47 @@ class LostTransactionRecord:
 
 @dataclass(frozen=True)
 class CommitTimings:
-    """Where a commit's time went, in milliseconds (the parts of the sink's commit log line)."""
+    """Where a commit's time went, in milliseconds: the steps of ``twophase/lifecycle.py``. The one
+    timings type of the kit: the lifecycle returns it, this record keeps it, the logs print it."""
 
     total_ms: float
+    #: The engine's work before the store step (Spark: reading its tasks' messages).
     prepare_ms: float = 0.0
     store_ms: float = 0.0
-    end_txn_ms: float = 0.0
+    #: The sinks' commits (Kafka: EndTxn).
+    commit_ms: float = 0.0
     mark_ms: float = 0.0
     sweep_ms: float = 0.0
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "CommitTimings":
+        fields = {k: float(v) for k, v in data.items()}
+        if "end_txn_ms" in fields:  # versions 1 and 2 named the commit step after Kafka's EndTxn
+            fields["commit_ms"] = fields.pop("end_txn_ms")
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class CommitFigures:
+    """What a committing participant tells the record about its part of one checkpoint."""
+
+    records: int
+    transactions: int
+    oldest_transaction_begin_ms: int | None = None
+    lost: tuple["LostTransactionRecord", ...] = ()
+    #: The sink's own settings that ``status`` needs without the query's options (opaque here:
+    #: the sink defines and reads them, e.g. ``connectors/kafka/sink/statistics.py``).
+    sink: Mapping[str, Any] = field(default_factory=dict)
+
+    @staticmethod
+    def sum(parts: Sequence["CommitFigures"]) -> "CommitFigures":
+        begins = [p.oldest_transaction_begin_ms for p in parts if p.oldest_transaction_begin_ms is not None]
+        sink: dict[str, Any] = {}
+        for part in parts:
+            sink.update(part.sink)
+        return CommitFigures(records=sum(p.records for p in parts), transactions=sum(p.transactions for p in parts),
+                             oldest_transaction_begin_ms=min(begins, default=None),
+                             lost=tuple(t for p in parts for t in p.lost), sink=sink)
 
 
 @dataclass(frozen=True)
@@ -137,10 +176,9 @@ class CheckpointStatistics:
     #: How long the checkpoint's oldest transaction had been open when its commit was confirmed:
     #: the figure to hold against the transaction timeout (a recovery shows the restart's delay).
     oldest_transaction_age_ms: int | None = None
-    #: The sink's settings, so ``status`` needs none of the query's options.
-    transactional_id_prefix: str | None = None
-    transaction_timeout_ms: int | None = None
-    restart_budget_ms: int | None = None
+    #: The sink's own settings, so ``status`` needs none of the query's options (the sink
+    #: defines them: ``connectors/kafka/sink/statistics.py``).
+    sink: Mapping[str, Any] = field(default_factory=dict)
     totals: StatisticsTotals = field(default_factory=StatisticsTotals)
 
     @property
@@ -183,13 +221,12 @@ def decode_statistics(data: bytes) -> CheckpointStatistics:
             outcome=CheckpointOutcome(body["outcome"]),
             records=int(body["records"]),
             transactions=int(body["transactions"]),
-            timings=None if timings is None else CommitTimings(**{k: float(v) for k, v in timings.items()}),
+            timings=None if timings is None else CommitTimings.from_json(timings),
             lingering_aborted=tuple(str(t) for t in body.get("lingering_aborted", ())),
             lost=_lost_of(version, body),
             oldest_transaction_age_ms=_optional_int(body.get("oldest_transaction_age_ms")),
-            transactional_id_prefix=body.get("transactional_id_prefix"),
-            transaction_timeout_ms=_optional_int(body.get("transaction_timeout_ms")),
-            restart_budget_ms=_optional_int(body.get("restart_budget_ms")),
+            sink=dict(body.get("sink") or {}) if version >= 3 else
+            {k: body[k] for k in _LEGACY_SINK_FIELDS if body.get(k) is not None},
             totals=StatisticsTotals(**{k: (float(v) if k == "commit_seconds_sum" else int(v))
                                        for k, v in totals.items()},
                                     **({"commit_duration_buckets": buckets} if buckets else {})),
@@ -243,35 +280,28 @@ def retained_statistics(store: FileCheckpointStore) -> list[CheckpointStatistics
 
 
 def record_statistics(store: FileCheckpointStore, checkpoint_id: int, *, outcome: CheckpointOutcome,
-                      records: int, transactions: int, timings: CommitTimings | None = None,
-                      lingering_aborted: Sequence[str] = (), lost: Sequence[LostTransactionRecord] = (),
-                      oldest_transaction_begin_ms: int | None = None, transactional_id_prefix: str | None = None, transaction_timeout_ms: int | None = None,
-                      restart_budget_ms: int | None = None,
-                      totals_before: StatisticsTotals | None = None) -> CheckpointStatistics | None:
+                      figures: CommitFigures, timings: CommitTimings | None = None,
+                      lingering_aborted: Sequence[str] = ()) -> CheckpointStatistics | None:
     """Write checkpoint ``checkpoint_id``'s statistics once; never raises.
 
-    ``totals_before``: the running totals before this checkpoint, read with :func:`totals_before`
-    before the checkpoint was stored (storing it may subsume the previous one, and its record
-    with it, when only one checkpoint is retained); without it they are read now. Costs that read
-    and one conditional create. Returns what was written, or None when nothing was (already
-    recorded, checkpoint not stored, or an error, which is logged)."""
+    The running totals are those of the newest older record plus this one: the lifecycle records
+    before it subsumes older checkpoints, so that record is still there. Costs that read and one
+    conditional create. Returns what was written, or None when nothing was (already recorded,
+    checkpoint not stored, or an error, which is logged)."""
     try:
         now_ms = int(time.time() * 1000)
+        begin_ms = figures.oldest_transaction_begin_ms
         stats = CheckpointStatistics(
             checkpoint_id=checkpoint_id, written_at_ms=now_ms, outcome=outcome,
-            records=records, transactions=transactions, timings=timings,
-            lingering_aborted=tuple(lingering_aborted), lost=tuple(lost),
-            oldest_transaction_age_ms=(None if oldest_transaction_begin_ms is None
-                                       else max(0, now_ms - oldest_transaction_begin_ms)),
-            transactional_id_prefix=transactional_id_prefix, transaction_timeout_ms=transaction_timeout_ms,
-            restart_budget_ms=restart_budget_ms)
+            records=figures.records, transactions=figures.transactions, timings=timings,
+            lingering_aborted=tuple(lingering_aborted), lost=tuple(figures.lost),
+            oldest_transaction_age_ms=None if begin_ms is None else max(0, now_ms - begin_ms),
+            sink=dict(figures.sink))
         if checkpoint_id not in store.ids_with_file(METADATA_FILE):
             log.warning("checkpoint %d: not stored in %s; its statistics are not recorded",
                         checkpoint_id, store.directory)
             return None
-        if totals_before is None:
-            totals_before = totals_before_checkpoint(store, checkpoint_id)
-        stats = replace(stats, totals=totals_before.plus(stats))
+        stats = replace(stats, totals=totals_before_checkpoint(store, checkpoint_id).plus(stats))
         store.add_checkpoint_file(checkpoint_id, STATISTICS_FILE, encode_statistics(stats))
         return stats
     except FileExistsError:

@@ -163,9 +163,10 @@ class FileCheckpointStore:
 
     # -- checkpoints -----------------------------------------------------------------------------
 
-    def add(self, checkpoint: CompletedCheckpoint) -> str:
-        """Store ``checkpoint`` durably, then subsume checkpoints beyond the retained count.
-        Returns its location."""
+    def add(self, checkpoint: CompletedCheckpoint, *, subsume: bool = True) -> str:
+        """Store ``checkpoint`` durably, then (``subsume``) delete checkpoints beyond the retained
+        count. Returns its location. The commit lifecycle subsumes later, with :meth:`subsume`,
+        once the checkpoint's statistics have read the previous record."""
         checkpoint_id = checkpoint.checkpoint_id
         listing = self._scan()
         try:
@@ -179,7 +180,8 @@ class FileCheckpointStore:
         listing.add(checkpoint_id, METADATA_FILE)
         self._loaded[checkpoint_id] = checkpoint
         log.info("checkpoint %d stored at %s", checkpoint_id, self.location(checkpoint_id))
-        self._subsume(newest=checkpoint_id)
+        if subsume:
+            self.subsume(newest=checkpoint_id)
         return self.location(checkpoint_id)
 
     def load(self, checkpoint_id: int) -> CompletedCheckpoint:
@@ -271,7 +273,7 @@ class FileCheckpointStore:
 
     # -- retention -------------------------------------------------------------------------------
 
-    def _subsume(self, newest: int) -> None:
+    def subsume(self, newest: int) -> None:
         """Delete every checkpoint older than ``newest`` beyond the newest ``retained`` stored ones,
         and leftovers of ids older than ``newest`` (reservations of checkpoints that never
         completed). Each stored ``_metadata`` was created whole and never rewritten, so the

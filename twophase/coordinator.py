@@ -1,19 +1,14 @@
-"""The checkpoint coordinator: Flink's CheckpointCoordinator as a small, clock-driven state machine,
-and the one lifecycle of the kit's two-phase commits, for every engine (the in-process pipeline,
-the Spark adapters).
+"""The checkpoint coordinator: Flink's CheckpointCoordinator, the in-process scheduler of
+checkpoints, as a small clock-driven state machine on top of the commit lifecycle.
 
-Lifecycle of checkpoint N: trigger -> pending -> every participant acknowledges (sources with their
-offsets, sinks with their pre-committed transaction handles) -> the completed checkpoint is stored
-durably (the decision: from here on its transactions are committed, never aborted) -> every sink
-transaction is committed -> N is marked committed in the store -> housekeeping (lingering
-transactions of sinks that ask for it). That is :meth:`CheckpointCoordinator._commit_checkpoint`.
+The scheduler decides *when*: periodic triggers, timeouts, the minimum pause, concurrent and
+tolerable failed checkpoints, savepoints, and the statistics history of the last checkpoints.
+What happens to a checkpoint once every participant acknowledged it (store, commit, mark, sweep,
+record, subsume), at recovery and on abort is the lifecycle's (``twophase/lifecycle.py``), which
+the Spark sink's driver uses directly.
 
-Recovery (:meth:`CheckpointCoordinator.recover`) commits a checkpoint that is stored but not
-confirmed committed, marks it, and then aborts lingering transactions. Each crash window has one
-failpoint, hit here and nowhere else, except pre-commit's, which the writer side hits.
-
-The coordinator owns no thread. Whoever drives the job (the in-process pipeline, a Spark adapter)
-calls :meth:`CheckpointCoordinator.tick` for periodic triggers and timeouts, so tests control time
+The coordinator owns no thread. Whoever drives the job (the in-process pipeline) calls
+:meth:`CheckpointCoordinator.tick` for periodic triggers and timeouts, so tests control time
 through the injected clock.
 """
 
@@ -26,9 +21,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
-
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+from typing import Callable, Iterable
 
 from twophase import failpoints, savepoints
 from twophase.checkpoint import CompletedCheckpoint, JsonValue
@@ -42,8 +35,10 @@ from twophase.errors import (
     UnrecoverableCommitError,
 )
 from twophase.checkpoint_store import FileCheckpointStore, ensure_writable_directory, validate_retained
-from twophase.participants import CheckpointParticipant, CommittingParticipant, RestoredState
-from twophase.stats import CheckpointStats, CheckpointStatus
+from twophase.checkpoint_statistics import CommitTimings
+from twophase.lifecycle import CommitLifecycle, RetryPolicy
+from twophase.participants import CheckpointParticipant, CommittingParticipant
+from twophase.checkpoint_history import CheckpointStats, CheckpointStatus
 
 log = logging.getLogger(__name__)
 
@@ -103,28 +98,6 @@ class PendingCheckpoint:
         return self.savepoint_path is not None
 
 
-@dataclass(frozen=True)
-class CommitResult:
-    """How long each step of one checkpoint's commit took (seconds, monotonic clock)."""
-
-    checkpoint_id: int
-    transactions: int
-    store_s: float
-    commit_s: float
-    mark_s: float
-    sweep_s: float
-    #: False when the lingering sweep after the commit failed (retried after the next checkpoint).
-    swept: bool = True
-
-
-def _by_participant(pairs: list[tuple[CommittingParticipant[Any], Any]]) -> list[tuple[CommittingParticipant[Any], list[Any]]]:
-    """``(participant, item)`` pairs grouped by participant, in first-seen order."""
-    grouped: dict[str, tuple[CommittingParticipant[Any], list[Any]]] = {}
-    for participant, item in pairs:
-        grouped.setdefault(participant.name, (participant, []))[1].append(item)
-    return list(grouped.values())
-
-
 def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
@@ -157,7 +130,7 @@ class CheckpointCoordinator:
         self._consecutive_failures = 0
         self.latest_completed: CompletedCheckpoint | None = None
         #: The step timings of the last commit of this coordinator.
-        self.last_commit: CommitResult | None = None
+        self.last_commit: CommitTimings | None = None
 
     # -- participants ----------------------------------------------------------------------------
 
@@ -182,16 +155,11 @@ class CheckpointCoordinator:
             self._abort_all_pending("restore")
             return self.recover(savepoint_path)
 
-    def recover(self, savepoint_path: str | Path | None = None, *,
-                abort_lingering: bool = True) -> CompletedCheckpoint | None:
-        """The one recovery: restore every participant from the latest completed checkpoint (or
-        the savepoint at ``savepoint_path``); sources rewind to its offsets. If it is stored but
-        not confirmed committed, commit its transactions (again: commits are idempotent) and mark
-        it committed; then abort every lingering transaction of the sinks.
-
-        ``abort_lingering=False`` is for an engine that may recover while the writers of the next
-        checkpoint already write (Spark prepares its sink again in the process that commits a
-        batch); its sinks sweep after each commit instead."""
+    def recover(self, savepoint_path: str | Path | None = None) -> CompletedCheckpoint | None:
+        """Choose what to recover from: the latest completed checkpoint, or the savepoint at
+        ``savepoint_path`` (put into the store first, so a failover after this restore returns to
+        it). The recovery itself is the lifecycle's (commit the stored checkpoint if not confirmed,
+        abort lingering transactions, rewind)."""
         with self._lock:
             if savepoint_path is not None:
                 checkpoint = savepoints.load_savepoint(savepoint_path)
@@ -208,80 +176,21 @@ class CheckpointCoordinator:
                         f"{sorted(unknown)} that are not registered; register them or pass "
                         "allow_non_restored_state=True"
                     )
-            restored_id = checkpoint.checkpoint_id if checkpoint else None
-            log.info("restoring from %s (committed=%s)",
-                     f"checkpoint {restored_id}" if checkpoint else "nothing (fresh start)", committed)
-            failpoints.hit(failpoints.DURING_RESTORE, checkpoint_id=restored_id)
-            for participant in self._participants.values():
-                state = checkpoint.state_of(participant.name) if checkpoint else None
-                participant.restore(RestoredState(restored_id, state, committed))
-            keep: dict[str, list[Any]] = {}
-            if checkpoint is not None:
-                work = [(p, p.committables(checkpoint.checkpoint_id, checkpoint.state_of(p.name)))
-                        for p in self._committers()]
-                keep = {p.name: [c for _, c in items] for p, items in work}
-                if not committed:
-                    transactions = sum(len(items) for _, items in work)
-                    log.info("checkpoint %d is stored but not confirmed committed: committing its %d "
-                             "transaction(s) again", checkpoint.checkpoint_id, transactions)
-                    self._commit_groups(checkpoint.checkpoint_id, [work], recovering=True)
-                    self._mark_committed(checkpoint, savepoint_path)
-            for participant in self._committers() if abort_lingering else []:
-                aborted = participant.abort_lingering(keep.get(participant.name, []), restored_id)
-                if aborted:
-                    log.info("%s: aborted %d lingering transaction(s) after restoring checkpoint %s: %s",
-                             participant.name, len(aborted), restored_id, aborted)
+            self._lifecycle().recover(checkpoint, committed=committed)
+            if checkpoint is not None and savepoint_path is not None and not committed:
+                savepoints.mark_savepoint_committed(savepoint_path)
             self._attach(checkpoint)
             return checkpoint
 
-    def resume(self) -> CompletedCheckpoint | None:
-        """Continue from the store for an engine whose recovery already ran in another process
-        (Spark recovers before a batch's tasks write, and commits in another process): attach to
-        the latest checkpoint without sweeping. A latest checkpoint not confirmed committed is
-        recovered first."""
-        with self._lock:
-            latest = self.store.latest()
-            if latest is not None and not self.store.is_committed(latest.checkpoint_id):
-                return self.recover()
-            for participant in self._participants.values():
-                participant.restore(RestoredState(latest.checkpoint_id if latest else None,
-                                                  latest.state_of(participant.name) if latest else None,
-                                                  latest is not None))
-            self._attach(latest)
-            return latest
-
-    def abort_checkpoint(self, checkpoint_id: int, states: Mapping[str, JsonValue]) -> bool:
-        """An engine gave up on ``checkpoint_id``, whose participants pre-committed ``states``.
-
-        Abort knows the decision: a stored checkpoint's transactions are committed, never
-        aborted, so a stored one is recovered (which commits it, if not confirmed yet) and True
-        is returned; otherwise every transaction the states name is aborted (all attempted, the
-        first error raised) and False is returned."""
-        with self._lock:
-            if checkpoint_id in self.store.checkpoint_ids():
-                self.recover()
-                return True
-            errors: list[Exception] = []
-            for participant in self._committers():
-                state = states.get(participant.name)
-                if state is None:
-                    continue
-                try:
-                    participant.abort_transactions(participant.committables(checkpoint_id, state))
-                except Exception as exc:
-                    errors.append(exc)
-            if errors:
-                raise errors[0]
-            return False
+    def _lifecycle(self) -> CommitLifecycle:
+        return CommitLifecycle(self.store, list(self._participants.values()),
+                               RetryPolicy(self.config.notify_attempts, self.config.notify_max_backoff))
 
     def _attach(self, checkpoint: CompletedCheckpoint | None) -> None:
         self.latest_completed = checkpoint
         restored_id = checkpoint.checkpoint_id if checkpoint else None
         self._next_id = max(self._next_id, self.store.next_checkpoint_id(), (restored_id or 0) + 1)
         self._restored = True
-
-    def _committers(self) -> list[CommittingParticipant[Any]]:
-        return [p for p in self._participants.values() if isinstance(p, CommittingParticipant)]
 
     def _adopt_savepoint(self, checkpoint: CompletedCheckpoint, committed: bool,
                          savepoint_path: str | Path) -> None:
@@ -467,152 +376,40 @@ class CheckpointCoordinator:
             is_savepoint=pending.is_savepoint,
         )
         stats = self._stats[pending.checkpoint_id]
-        # The checkpoint is durable before any participant hears of it: a crash from here on
-        # restores it and commits its transactions again.
-        started = time.monotonic()
-        try:
-            if pending.savepoint_path is not None:
+        if pending.savepoint_path is not None:
+            try:
                 savepoints.write_savepoint(pending.savepoint_path, checkpoint)
-            self.store.add(checkpoint)
-        except OSError as exc:
-            raise self._abort(pending, f"storing the checkpoint failed: {exc!r}") from exc
-        del self._pending[pending.checkpoint_id]
-        stats.state_size_bytes = len(json.dumps(checkpoint.operator_states))
-        self.latest_completed = checkpoint
-        self._last_completion_time = self._clock()
-        self._consecutive_failures = 0
-        failpoints.hit(failpoints.AFTER_CHECKPOINT_STORED, checkpoint_id=checkpoint.checkpoint_id)
-        self.last_commit = self._commit_checkpoint(checkpoint, pending.savepoint_path, stored_s=time.monotonic() - started)
+            except OSError as exc:
+                raise self._abort(pending, f"writing the savepoint failed: {exc!r}") from exc
+        stored = False
 
-    def _commit_checkpoint(self, checkpoint: CompletedCheckpoint, savepoint_path: str | Path | None,
-                           stored_s: float) -> CommitResult:
-        """The one commit path of a stored checkpoint: commit every sink transaction it names (the
-        first alone, then the rest), notify the other participants, mark it committed, then
-        housekeeping."""
-        checkpoint_id = checkpoint.checkpoint_id
-        stats = self._stats[checkpoint_id]
-        work = [(p, p.committables(checkpoint_id, checkpoint.state_of(p.name))) for p in self._committers()]
-        flat = [(p, item) for p, items in work for item in items]
-        started = time.monotonic()
+        def on_stored(_: CompletedCheckpoint) -> None:
+            nonlocal stored
+            stored = True
+            del self._pending[pending.checkpoint_id]
+            stats.state_size_bytes = len(json.dumps(checkpoint.operator_states))
+            self.latest_completed = checkpoint
+            self._last_completion_time = self._clock()
+            self._consecutive_failures = 0
+
         try:
-            if flat:
-                failpoints.hit(failpoints.BEFORE_COMMIT, checkpoint_id=checkpoint_id)
-            # The first transaction is committed alone: a crash after it (mid_commit) leaves the
-            # checkpoint partly committed, the window recovery has to close.
-            first, rest = flat[:1], flat[1:]
-            self._commit_groups(checkpoint_id, [_by_participant(first), _by_participant(rest)], recovering=False,
-                                between_groups=failpoints.MID_COMMIT)
-            for participant, _ in work:
-                participant.committed(checkpoint_id)
-            for participant in self._participants.values():
-                if not isinstance(participant, CommittingParticipant):
-                    self._notify_complete(participant, checkpoint_id)
-        except failpoints.FailpointCrash:
-            raise
+            self.last_commit = self._lifecycle().complete(checkpoint, on_stored=on_stored)
+        except OSError as exc:
+            if stored:
+                raise
+            raise self._abort(pending, f"storing the checkpoint failed: {exc!r}") from exc
         except (CheckpointCommitError, UnrecoverableCommitError) as exc:
             stats.status = CheckpointStatus.COMPLETED_NOT_COMMITTED
             stats.failure_cause = repr(exc.__cause__ if isinstance(exc, CheckpointCommitError) else exc)
             stats.end_to_end_duration_ms = checkpoint.completion_timestamp_ms - checkpoint.trigger_timestamp_ms
             raise
-        committed = time.monotonic()
-        self._mark_committed(checkpoint, savepoint_path)
-        marked = time.monotonic()
-        failpoints.hit(failpoints.AFTER_COMMIT, checkpoint_id=checkpoint_id)
+        if pending.savepoint_path is not None:
+            savepoints.mark_savepoint_committed(pending.savepoint_path)
         stats.status = CheckpointStatus.COMPLETED
         stats.end_to_end_duration_ms = _wall_clock_ms() - checkpoint.trigger_timestamp_ms
-        log.info("checkpoint %d completed%s in %d ms, state %d bytes",
-                 checkpoint_id, " (savepoint)" if checkpoint.is_savepoint else "",
-                 stats.end_to_end_duration_ms, stats.state_size_bytes)
-        swept = self._sweep_after_commit(checkpoint_id, work)
-        return CommitResult(checkpoint_id, len(flat), stored_s, committed - started, marked - committed,
-                             time.monotonic() - marked, swept)
-
-    def _sweep_after_commit(self, checkpoint_id: int, work: list[tuple[CommittingParticipant[Any], list[Any]]]) -> bool:
-        """Housekeeping after a commit: it cannot undo the commit, so its failure does not fail the
-        checkpoint; the next checkpoint (or recovery) sweeps again."""
-        swept = True
-        for participant, items in work:
-            if not participant.sweeps_after_commit:
-                continue
-            try:
-                participant.abort_lingering([c for _, c in items], checkpoint_id)
-            except Exception as exc:
-                swept = False
-                log.warning("checkpoint %d is committed, but aborting lingering transactions of %s failed: %r; "
-                            "retried after the next checkpoint", checkpoint_id, participant.name, exc)
-        return swept
-
-    def _commit_groups(self, checkpoint_id: int, groups: list[list[tuple[CommittingParticipant[Any], list[Any]]]],
-                       recovering: bool, between_groups: str | None = None) -> None:
-        """Commit the checkpoint's transactions, group after group, each participant's at once.
-
-        A lost transaction (UnrecoverableCommitError) stops nothing: the checkpoint's other
-        transactions are committed all the same (none is left open to stall readers), and then
-        one error names every loss of the checkpoint, after each participant recorded its own
-        (``lost``). Any other failure stops the commit at once, to be retried by a recovery.
-        ``between_groups``: a failpoint hit before each later group that has transactions."""
-        lost: list[tuple[CommittingParticipant[Any], list[Any], UnrecoverableCommitError]] = []
-        for number, group in enumerate(groups):
-            if number and between_groups is not None and any(items for _, items in group):
-                failpoints.hit(between_groups, checkpoint_id=checkpoint_id)
-            for participant, items in group:
-                if not items:
-                    continue
-                try:
-                    self._commit_with_retries(participant, items, checkpoint_id, recovering)
-                except UnrecoverableCommitError as exc:
-                    lost.append((participant, items, exc))
-        if not lost:
-            return
-        every_item = [item for group in groups for _, items in group for item in items]
-        error = type(lost[0][2]).merged(checkpoint_id, [exc for _, _, exc in lost], every_item)
-        for participant in {p.name: p for p, _, _ in lost}.values():
-            mine = [exc for p, _, exc in lost if p is participant]
-            items = [item for group in groups for p, its in group if p is participant for item in its]
-            participant.lost(checkpoint_id, items, type(mine[0]).merged(checkpoint_id, mine, items))
-        log.error("checkpoint %d: %s", checkpoint_id, error)
-        raise error
-
-    def _commit_with_retries(self, participant: CommittingParticipant[Any], items: list[Any], checkpoint_id: int,
-                             recovering: bool) -> None:
-        try:
-            self._retrying(participant.name, checkpoint_id)(participant.commit_transactions, items, recovering)
-        except (failpoints.FailpointCrash, CheckpointCommitError, UnrecoverableCommitError):
-            raise
-        except Exception as exc:
-            log.error("checkpoint %d: participant %s did not confirm the commit: %r",
-                      checkpoint_id, participant.name, exc)
-            if recovering:
-                raise
-            raise CheckpointCommitError(checkpoint_id, participant.name, exc) from exc
-
-    def _notify_complete(self, participant: CheckpointParticipant, checkpoint_id: int) -> None:
-        try:
-            self._retrying(participant.name, checkpoint_id)(participant.notify_checkpoint_complete, checkpoint_id)
-        except failpoints.FailpointCrash:
-            raise
-        except Exception as exc:
-            log.error("checkpoint %d: participant %s did not confirm the commit: %r",
-                      checkpoint_id, participant.name, exc)
-            raise CheckpointCommitError(checkpoint_id, participant.name, exc) from exc
-
-    def _retrying(self, participant: str, checkpoint_id: int) -> Retrying:
-        return Retrying(
-            stop=stop_after_attempt(self.config.notify_attempts),
-            wait=wait_exponential(multiplier=0.05, max=self.config.notify_max_backoff),
-            retry=retry_if_exception(
-                lambda exc: not isinstance(exc, (failpoints.FailpointCrash, UnrecoverableCommitError))),
-            reraise=True,
-            before_sleep=lambda state: log.warning(
-                "checkpoint %d: committing %s failed (attempt %d): %r; retrying", checkpoint_id,
-                participant, state.attempt_number, state.outcome.exception() if state.outcome else None),
-        )
-
-    def _mark_committed(self, checkpoint: CompletedCheckpoint, savepoint_path: str | Path | None) -> None:
-        if checkpoint.checkpoint_id in self.store.checkpoint_ids():
-            self.store.mark_committed(checkpoint.checkpoint_id)
-        if savepoint_path is not None:
-            savepoints.mark_savepoint_committed(savepoint_path)
+        log.info("checkpoint %d completed%s in %d ms, state %d bytes", checkpoint.checkpoint_id,
+                 " (savepoint)" if checkpoint.is_savepoint else "", stats.end_to_end_duration_ms,
+                 stats.state_size_bytes)
 
     # -- aborting --------------------------------------------------------------------------------
 

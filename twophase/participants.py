@@ -4,19 +4,22 @@ TwoPhaseCommitSinkFunction, in Python).
 
 A two-phase-commit sink has two sides, as in Flink's Sink V2: the writer side (begin, write,
 pre-commit) runs where records are produced, and the committer side (:class:`CommittingParticipant`:
-commit, abort, recover-and-commit, abort lingering) is driven by the coordinator, which alone
-decides when each step runs (``twophase/coordinator.py``)."""
+commit, abort, recover-and-commit, abort lingering) is driven by the commit lifecycle, which alone
+decides when each step runs (``twophase/lifecycle.py``)."""
 
 from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Generic, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Sequence, TypeVar
 
 from twophase import failpoints
 from twophase.checkpoint import JsonValue
 from twophase.errors import IllegalStateError, UnrecoverableCommitError
+
+if TYPE_CHECKING:
+    from twophase.checkpoint_statistics import CommitFigures
 
 log = logging.getLogger(__name__)
 
@@ -97,10 +100,10 @@ class ResettableSource(CheckpointParticipant, Generic[Offsets]):
 
 class CommittingParticipant(CheckpointParticipant, Generic[Committable]):
     """The committer side of a two-phase-commit sink: its checkpointed state names pre-committed
-    transactions, and the coordinator ends them.
+    transactions, and the commit lifecycle (``twophase/lifecycle.py``) ends them.
 
-    The coordinator runs every step; a subclass only says how. Once a checkpoint is stored its
-    transactions are committed, never aborted, whoever gets there: the coordinator right after
+    The lifecycle runs every step; a subclass only says how. Once a checkpoint is stored its
+    transactions are committed, never aborted, whoever gets there: the lifecycle right after
     storing it, or the recovery of whichever process comes next. Transactions pre-committed for a
     checkpoint that was never stored are aborted.
     """
@@ -140,18 +143,24 @@ class CommittingParticipant(CheckpointParticipant, Generic[Committable]):
         lost. Called once per checkpoint, after every commit was attempted, to record the loss
         where monitoring reads it."""
 
+    def figures(self, committables: Sequence[Committable],
+                lost: UnrecoverableCommitError | None) -> "CommitFigures | None":
+        """What the checkpoint's statistics record of this participant's ``committables`` (and of
+        what ``lost`` says was lost of them); None (the default): nothing is recorded."""
+        return None
+
     def snapshot_state(self, checkpoint_id: int) -> JsonValue:
         raise IllegalStateError(f"participant {self.name!r} acknowledges externally; it has no snapshot")
 
     def restore(self, restored: RestoredState) -> None:
-        """Reset what this process holds; the coordinator has recovered the transactions."""
+        """Reset what this process holds; the lifecycle recovers the transactions."""
 
 
 class TwoPhaseCommitSink(CommittingParticipant[Committable], Generic[Txn, Committable]):
     """Exactly-once sink: one transaction per checkpoint, committed when the checkpoint completes.
 
     Subclasses implement the transaction operations; this base keeps the pre-committed
-    transactions keyed by checkpoint id. The coordinator drives them through the lifecycle:
+    transactions keyed by checkpoint id. The commit lifecycle drives them:
 
     - ``snapshot_state(N)``: pre-commit the current transaction, start the next one, and return
       every committable not yet confirmed committed (an older one survives in newer checkpoints
@@ -231,7 +240,7 @@ class TwoPhaseCommitSink(CommittingParticipant[Committable], Generic[Txn, Commit
             for cid, cs in sorted(self._pending.items())
         ]
 
-    # -- the committer side, driven by the coordinator ------------------------------------------
+    # -- the committer side, driven by the lifecycle ----------------------------------------------
 
     def committables(self, checkpoint_id: int, state: JsonValue) -> list[tuple[int, Committable]]:
         if self._pending:
@@ -275,7 +284,7 @@ class TwoPhaseCommitSink(CommittingParticipant[Committable], Generic[Txn, Commit
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Commit every pending transaction of a checkpoint <= ``checkpoint_id`` (what the
-        coordinator does once the checkpoint is stored)."""
+        lifecycle does once the checkpoint is stored)."""
         self.commit_transactions(self.committables(checkpoint_id, None), recovering=False)
         self.committed(checkpoint_id)
 

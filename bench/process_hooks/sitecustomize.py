@@ -23,7 +23,7 @@ import sys
 import time
 
 if os.environ.get("KAFKA_EOS_BENCH_COMMIT_LOG") == "1":
-    _logger = logging.getLogger("connectors.spark.driver_committer")
+    _logger = logging.getLogger("connectors.spark.sink_driver")
     _logger.setLevel(logging.INFO)
     # Bound now to the real stderr: Spark may swap sys.stderr for a capturing wrapper later.
     _handler = logging.StreamHandler(sys.stderr)

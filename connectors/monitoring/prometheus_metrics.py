@@ -111,7 +111,7 @@ class QueryStatusCollector(Collector):
                                  "The newest checkpoint's commit, by phase.", labels=["query_id", "phase"])
         if newest.timings is not None:
             t = newest.timings
-            for phase, ms in zip(COMMIT_PHASES, (t.prepare_ms, t.store_ms, t.end_txn_ms, t.mark_ms, t.sweep_ms)):
+            for phase, ms in zip(COMMIT_PHASES, (t.prepare_ms, t.store_ms, t.commit_ms, t.mark_ms, t.sweep_ms)):
                 last.add_metric([s.query_id, phase], ms / 1000)
         yield last
         stamp = GaugeMetricFamily(f"{PREFIX}_last_commit_timestamp_seconds",

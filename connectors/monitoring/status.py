@@ -32,7 +32,8 @@ from connectors.kafka.source import from_offsets, to_offsets
 from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
 from connectors.spark.errors import QueryCheckpointError
 from connectors.spark.options import state_dir_under
-from connectors.spark.driver_committer import SINK_PARTICIPANT
+from connectors.kafka.sink.statistics import KafkaSinkSettings
+from connectors.spark.sink_driver import SINK_PARTICIPANT
 from connectors.spark.query_checkpoint import OFFSET_LOG, read_query_checkpoint
 from connectors.monitoring.errors import StatusUnavailableError
 from twophase.checkpoint_statistics import CheckpointStatistics, retained_statistics
@@ -146,7 +147,7 @@ def _history_entry(stats: CheckpointStatistics, lost_input: LostInput | None = N
         "commit_ms": None if stats.timings is None else round(stats.timings.total_ms, 1),
         "commit_parts_ms": None if stats.timings is None else {
             "prepare": round(stats.timings.prepare_ms, 1), "store": round(stats.timings.store_ms, 1),
-            "end_txn": round(stats.timings.end_txn_ms, 1), "mark": round(stats.timings.mark_ms, 1),
+            "end_txn": round(stats.timings.commit_ms, 1), "mark": round(stats.timings.mark_ms, 1),
             "sweep": round(stats.timings.sweep_ms, 1)},
         "oldest_transaction_age_ms": stats.oldest_transaction_age_ms,
         "lingering_aborted": list(stats.lingering_aborted),
@@ -253,7 +254,8 @@ def committed_source_offsets(checkpoint_location: str, batch_id: int) -> dict[To
 def _settings(status: QueryStatus, store: FileCheckpointStore) -> None:
     """The sink's prefix and timeouts: recorded with the statistics, or else read off the
     transactional ids of the newest checkpoint (the first batch's statistics may be missing)."""
-    newest = next((s for s in reversed(status.history) if s.transactional_id_prefix), None)
+    recorded = (KafkaSinkSettings.of_record(s) for s in reversed(status.history))
+    newest = next((settings for settings in recorded if settings.transactional_id_prefix), None)
     if newest is not None:
         status.transactional_id_prefix = newest.transactional_id_prefix
         if newest.transaction_timeout_ms is not None:

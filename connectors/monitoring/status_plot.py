@@ -14,7 +14,7 @@ from pathlib import Path
 from connectors.monitoring.status import QueryStatus
 from twophase.checkpoint_statistics import CheckpointOutcome
 
-_PARTS = (("prepare", "prepare_ms"), ("store", "store_ms"), ("EndTxn", "end_txn_ms"), ("mark", "mark_ms"),
+_PARTS = (("prepare", "prepare_ms"), ("store", "store_ms"), ("EndTxn", "commit_ms"), ("mark", "mark_ms"),
           ("lingering sweep", "sweep_ms"))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSource
@@ -41,15 +42,41 @@ class KafkaEosDataSource(DataSource):
         return KafkaEosStreamReader(parse_source_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from connectors.spark.datasource_writers import KafkaEosBatchWriter
         from connectors.spark.options import parse_sink_options
-        from connectors.spark.datasource_writers import KafkaEosBatchWriter, prepare_sink
+        from connectors.spark.sink_driver import prepare_before_tasks
 
+        # Spark calls this once per write, before its tasks; the commit uses the writer made here.
         options = parse_sink_options(self.options, streaming=False)
-        return KafkaEosBatchWriter(options, schema, prepare_sink(options, schema))
+        return KafkaEosBatchWriter(options, schema, prepare_before_tasks(options, schema, first_of_run=True))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from connectors.spark.datasource_writers import KafkaEosStreamWriter
         from connectors.spark.options import parse_sink_options
-        from connectors.spark.datasource_writers import KafkaEosStreamWriter, prepare_sink
+        from connectors.spark.sink_driver import prepare_before_tasks
 
         options = parse_sink_options(self.options, streaming=True)
-        return KafkaEosStreamWriter(options, schema, prepare_sink(options, schema))
+        if _called_to_commit():
+            # The commit or abort of one batch, after its tasks wrote: nothing to prepare, and no
+            # recovery (its sweep would abort the batch's own transactions).
+            return KafkaEosStreamWriter(options, schema, committed_through=-1)
+        # Spark plans the write of every micro-batch: the driver recovers only where needed.
+        return KafkaEosStreamWriter(options, schema, prepare_before_tasks(options, schema, first_of_run=False))
+
+
+#: The module of Spark's Python process that commits or aborts one batch of a streaming write.
+_COMMIT_RUNNER = "python_streaming_sink_runner.py"
+
+
+def _called_to_commit() -> bool:
+    """Spark calls ``streamWriter()`` in two kinds of process for every micro-batch: where it plans
+    the batch's write (``pyspark/sql/worker/write_into_data_source.py``), before any task writes;
+    and where it commits or aborts the batch (``python_streaming_sink_runner.py``), after the tasks
+    wrote. Only the first may prepare. Nothing but the caller tells them apart (both pass the same
+    schema and flag), so this looks at the calling frames."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(_COMMIT_RUNNER):
+            return True
+        frame = frame.f_back
+    return False

@@ -1,8 +1,7 @@
 """Kafka writers of the ``kafka-eos`` format (Arrow in), streaming and batch: what Spark's Python
 Data Source API calls. Tasks run :func:`connectors.spark.write_task.write_task` on executors; the
-driver's ``commit``/``abort`` hand the tasks' messages to
-:class:`connectors.spark.driver_committer.SparkCommitProtocol`; ``prepare_sink``
-(``connectors/spark/sink_preparation.py``) runs before the writer is made.
+driver's steps (prepare before the tasks, ``commit``/``abort`` after them) are the sink driver's
+(``connectors/spark/sink_driver.py``), which the foreachBatch helper uses too.
 """
 
 from __future__ import annotations
@@ -20,14 +19,13 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connectors.spark.driver_committer import SparkCommitProtocol
 from connectors.spark.options import SinkOptions
-from connectors.spark.sink_preparation import prepare_sink
+from connectors.spark.sink_driver import BatchContext, SparkSinkDriver
 from connectors.spark.write_task import KafkaCommitMessage, produce_batch_of, write_task
 from twophase.errors import IllegalStateError
 
 __all__ = ["BATCH_ID_PROPERTY", "KafkaCommitMessage", "KafkaEosBatchWriter", "KafkaEosStreamWriter",
-           "prepare_sink", "produce_batch_of"]
+           "produce_batch_of"]
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +38,19 @@ class _KafkaWriting:
         self.schema = schema
         self.committed_through = committed_through
 
-    def _protocol_call(self, call: str, *args: object, **kwargs: object) -> None:
-        protocol = SparkCommitProtocol(self.options)
+    def _commit(self, context: BatchContext, messages: Sequence[WriterCommitMessage | None]) -> None:
+        driver = SparkSinkDriver(self.options)
         try:
-            getattr(protocol, call)(*args, **kwargs)
+            driver.commit(context, messages)
         finally:
-            protocol.close()
+            driver.close()
+
+    def _fail(self, context: BatchContext, messages: Sequence[WriterCommitMessage | None]) -> None:
+        driver = SparkSinkDriver(self.options)
+        try:
+            driver.fail(context, messages)
+        finally:
+            driver.close()
 
 
 class KafkaEosStreamWriter(_KafkaWriting, DataSourceStreamArrowWriter):
@@ -64,11 +69,11 @@ class KafkaEosStreamWriter(_KafkaWriting, DataSourceStreamArrowWriter):
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         if self.options.config.exactly_once:
-            self._protocol_call("commit", messages, batchId)
+            self._commit(BatchContext(batchId), messages)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         if self.options.config.exactly_once:
-            self._protocol_call("abort", messages, batchId)
+            self._fail(BatchContext(batchId), messages)
 
 
 class KafkaEosBatchWriter(_KafkaWriting, DataSourceArrowWriter):
@@ -78,32 +83,22 @@ class KafkaEosBatchWriter(_KafkaWriting, DataSourceArrowWriter):
 
     def __init__(self, options: SinkOptions, schema: StructType, committed_through: int) -> None:
         super().__init__(options, schema, committed_through)
-        # The foreachBatch helper passes its batch id; a plain batch write gets a fresh id above
-        # every stored one (wall-clock ms keeps ids increasing across writers of one directory).
-        self.checkpoint_id = options.checkpoint_id if options.checkpoint_id is not None else max(
-            int(time.time() * 1000), committed_through + 1)
+        # A fresh id above every stored one (wall-clock ms keeps ids increasing across writers of
+        # one directory). Spark never replays it: an id found stored at commit is another write's.
+        self.context = BatchContext(max(int(time.time() * 1000), committed_through + 1), replayable=False)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
-        return write_task(self.options, iterator, self.checkpoint_id, self.committed_through)
+        return write_task(self.options, iterator, self.context.checkpoint_id, self.committed_through)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         if not self.options.config.exactly_once:
             return
         ids = {m.checkpoint_id for m in messages if isinstance(m, KafkaCommitMessage)}
-        if len(ids) > 1:
+        if ids - {self.context.checkpoint_id}:
             raise IllegalStateError(f"kafka-eos: tasks of one batch write reported checkpoints {sorted(ids)}")
-        if not ids:
-            return
-        # The foreachBatch helper's batch ids are replayed by Spark; a plain write's id never is.
-        self._protocol_call("commit", messages, ids.pop(), replayable=self.options.checkpoint_id is not None)
+        if ids:
+            self._commit(self.context, messages)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
-        if not self.options.config.exactly_once:
-            return
-        protocol = SparkCommitProtocol(self.options)
-        try:
-            protocol.abort(messages, self.checkpoint_id)
-            # No later batch of this write will sweep what its failed tasks left open.
-            protocol.abort_lingering()
-        finally:
-            protocol.close()
+        if self.options.config.exactly_once:
+            self._fail(self.context, messages)

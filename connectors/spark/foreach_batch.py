@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import replace
 from typing import Callable, Mapping
 
 from pyspark.sql import DataFrame, SparkSession
@@ -51,7 +50,7 @@ from connectors.spark.foreach_batch_write import write_dataframe
 from connectors.spark.errors import KafkaEosOptionError, QueryCheckpointError
 from connectors.spark.options import SinkOptions, parse_sink_options, state_dir_under
 from connectors.spark.query_checkpoint import read_query_checkpoint
-from connectors.spark.sink_preparation import check_guardrails
+from connectors.spark.sink_driver import BatchContext, check_guardrails
 from connectors.spark.worker_warmup import start_task_workers
 
 log = logging.getLogger(__name__)
@@ -71,7 +70,7 @@ def exactly_once_foreach_batch(transform: BatchTransform | None = None, *, warm_
     is. With ``warm_up`` (on a classic session), what the first batch would otherwise wait for
     starts now, in the background, while the query starts: Spark's Python task workers, with the
     sink's task modules imported (``worker_warmup.py``), and the sink's broker checks
-    (``sink_preparation.check_guardrails``). ``options`` are kafka-eos sink options, plus
+    (``sink_driver.check_guardrails``). ``options`` are kafka-eos sink options, plus
     ``checkpointLocation``: the query's own (required on Spark Connect; see the module doc).
     ``eos.stateDir`` defaults to ``<checkpointLocation>/kafka-eos``; without checkpointLocation it
     is required (a folder of its own, e.g. inside the query's checkpoint)."""
@@ -90,9 +89,6 @@ def exactly_once_foreach_batch(transform: BatchTransform | None = None, *, warm_
             "exactly_once_foreach_batch needs checkpointLocation (the query's, as on writeStream; the "
             "state then lives in <checkpointLocation>/kafka-eos) or eos.stateDir: the folder where the "
             "completed checkpoints of this output live (e.g. <checkpointLocation>/kafka-eos)")
-    for internal in ("eos.checkpointId", "eos.queryId"):
-        if _get_option(write_options, internal) is not None:
-            raise KafkaEosOptionError(f"{internal} is set by exactly_once_foreach_batch itself")
     sink = parse_sink_options({k: str(v) for k, v in write_options.items()}, streaming=False)
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -112,7 +108,7 @@ def exactly_once_foreach_batch(transform: BatchTransform | None = None, *, warm_
         query_id = bound_query_id(batch_df, checkpoint_location)
         output = batch_df if transform is None else transform(batch_df, batch_id)
         # A replay of a stored batch writes nothing; the commit recognises and logs it.
-        write_dataframe(output, replace(sink, query_id=query_id), batch_id, first_write=first_write)
+        write_dataframe(output, sink, BatchContext(batch_id, query_id, replayable=True), first_write=first_write)
         first_write = False
 
     return write_batch

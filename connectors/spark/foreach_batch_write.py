@@ -2,9 +2,9 @@
 
 The tasks run the ``kafka-eos`` sink's task code (``write_task.py``) through ``mapInArrow``: each
 writes its rows in one transaction, pre-commits it and returns its commit message as one row. The
-messages are collected here, and this process stores and commits them as one checkpoint
-(:class:`connectors.spark.driver_committer.SparkCommitProtocol`, the same lifecycle as the data
-source's driver-side commit).
+messages are collected here, and this process stores and commits them as one checkpoint: the
+same sink driver (``connectors/spark/sink_driver.py``), with the same prepare, commit and fail
+steps, as the data source's.
 
 This is what the foreachBatch helper writes with. ``df.write.format("kafka-eos")`` would make
 Spark start a Python process for the write planning (``write_into_data_source``) before the tasks
@@ -16,20 +16,19 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Iterator
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from connectors.spark import use_session_python
-from connectors.spark.driver_committer import SparkCommitProtocol
 from connectors.spark.errors import WorkerPythonError
 from connectors.spark.failures import missing_kit_module, worker_python_message
 from connectors.spark.options import SinkOptions
-from connectors.spark.sink_preparation import prepare_sink
+from connectors.spark.sink_driver import BatchContext, SparkSinkDriver
 from connectors.spark.write_task import KafkaCommitMessage, write_task
-from twophase.coordinator import CommitResult
+from twophase.checkpoint_statistics import CommitTimings
 
 log = logging.getLogger(__name__)
 
@@ -56,38 +55,37 @@ def commit_message_of(raw: str) -> KafkaCommitMessage:
     return KafkaCommitMessage(**json.loads(raw))
 
 
-def write_dataframe(df: DataFrame, options: SinkOptions, checkpoint_id: int, *,
-                    first_write: bool = False) -> CommitResult | None:
-    """Write ``df`` as checkpoint ``checkpoint_id`` of the sink (a foreachBatch batch id, which
-    Spark may replay: a replay of a stored checkpoint writes nothing) and commit it here. Returns
-    the commit's timings (None for a replay, or when the sink is not exactly-once).
+def write_dataframe(df: DataFrame, options: SinkOptions, context: BatchContext, *,
+                    first_write: bool = False) -> CommitTimings | None:
+    """Write ``df`` as batch ``context`` of the sink and commit it here. Returns the commit's
+    timings (None for a replay of a stored batch, which writes nothing, or when the sink is not
+    exactly-once).
 
-    ``first_write``: the first write of this process's query run, before which the transactions a
-    crashed run left open are aborted (later writes find none: each commit sweeps after itself)."""
-    options = replace(options, checkpoint_id=checkpoint_id)
+    ``first_write``: the first write of this process's query run, before which the driver runs
+    the recovery (no task of the run has written yet)."""
     # Before mapInArrow makes the task function, which takes the Python its workers run from it.
     use_session_python(df.sparkSession)
-    # Recovery first (a stored but unconfirmed checkpoint is committed), before any task writes.
-    committed_through = prepare_sink(options, df.schema, abort_lingering=first_write)
-    task = _WriteTask(options, checkpoint_id, committed_through)
+    driver = SparkSinkDriver(options)
     try:
-        rows = df.mapInArrow(task, _COMMIT_MESSAGE_SCHEMA).collect()
-    except BaseException as exc:
-        if options.config.exactly_once:
-            _abort_left_open(options, checkpoint_id)
-        module = missing_kit_module(exc) if isinstance(exc, Exception) else None
-        if module is not None:
-            # The workers died unpickling the task, before any of the kit's code ran there.
-            raise WorkerPythonError(worker_python_message(module, _python_exec(df))) from exc
-        raise
-    messages = [commit_message_of(row[0]) for row in rows]
-    if not options.config.exactly_once:
-        return None
-    protocol = SparkCommitProtocol(options)
-    try:
-        return protocol.commit(messages, checkpoint_id, replayable=True)
+        committed_through = driver.prepare(df.schema, context, first_of_run=first_write)
+        task = _WriteTask(options, context.checkpoint_id, committed_through)
+        try:
+            rows = df.mapInArrow(task, _COMMIT_MESSAGE_SCHEMA).collect()
+        except BaseException as exc:
+            if options.config.exactly_once:
+                # Spark gives this process no message of the tasks that did pre-commit.
+                driver.fail(context, [])
+            module = missing_kit_module(exc) if isinstance(exc, Exception) else None
+            if module is not None:
+                # The workers died unpickling the task, before any of the kit's code ran there.
+                raise WorkerPythonError(worker_python_message(module, _python_exec(df))) from exc
+            raise
+        messages = [commit_message_of(row[0]) for row in rows]
+        if not options.config.exactly_once:
+            return None
+        return driver.commit(context, messages)
     finally:
-        protocol.close()
+        driver.close()
 
 
 def _python_exec(df: DataFrame) -> str | None:
@@ -95,19 +93,3 @@ def _python_exec(df: DataFrame) -> str | None:
         return str(df.sparkSession.sparkContext.pythonExec)
     except Exception:  # Spark Connect: the server's Python processes are not named here
         return None
-
-
-def _abort_left_open(options: SinkOptions, checkpoint_id: int) -> None:
-    """The write failed before any checkpoint of it was stored. Spark gives this process no
-    message of the tasks that did pre-commit, so their transactions are ended by the sweep: between
-    two batches no transaction of this sink may be open (recovery committed the stored ones)."""
-    protocol = SparkCommitProtocol(options)
-    try:
-        aborted = protocol.abort_lingering()
-        log.warning("batch %d failed: aborted %d transactions its tasks left open (%s)", checkpoint_id,
-                    len(aborted), ", ".join(aborted) or "none")
-    except Exception as exc:
-        log.warning("batch %d failed, and aborting the transactions its tasks left open failed too (%r); "
-                    "the next recovery aborts them as lingering", checkpoint_id, exc)
-    finally:
-        protocol.close()

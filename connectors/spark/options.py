@@ -48,7 +48,7 @@ SINK_OPTIONS = (
     "kafka.bootstrap.servers", "kafka.*", "topic", "includeHeaders",
     "eos.deliveryGuarantee", "eos.transactionalIdPrefix", "eos.transactionTimeoutMs", "eos.commitParallelism",
     "eos.checkpointTimeoutMs", "eos.restartBudgetMs", "eos.stateDir", "eos.retainedCheckpoints",
-    "eos.adoptExistingQuery", "eos.checkpointId", "eos.queryId", "eos.brokerRetryTimeoutMs",
+    "eos.adoptExistingQuery", "eos.brokerRetryTimeoutMs",
 )
 STATE_DIR_NAME = "kafka-eos"
 
@@ -238,12 +238,8 @@ class SinkOptions:
     state_dir: str
     retained_checkpoints: int
     include_headers: bool
-    #: Checkpoint id of a batch write made by the foreachBatch helper (its batch id).
-    checkpoint_id: int | None
     #: The query's checkpointLocation (canonical), where Spark keeps its query id and commit log.
     checkpoint_location: str | None = None
-    #: Spark's query id of a batch write made by the foreachBatch helper.
-    query_id: str | None = None
     #: eos.adoptExistingQuery: the query committed batches before it used this sink's state.
     adopt_existing_query: bool = False
     #: A streaming query's sink (writeStream), not a batch write.
@@ -323,19 +319,12 @@ def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOp
         raise
     except ValueError as exc:
         raise KafkaEosOptionError(str(exc)) from exc
-    checkpoint_id = _int(options, "eos.checkpointId", None, 0)
-    query_id = _get(options, "eos.queryId")
-    for internal, value in (("eos.checkpointId", checkpoint_id), ("eos.queryId", query_id)):
-        if value is not None and streaming:
-            raise KafkaEosOptionError(f"option {internal} is for batch writes (the foreachBatch helper sets it) only")
     return SinkOptions(
         config=config,
         state_dir=state_dir,
         retained_checkpoints=_int(options, "eos.retainedCheckpoints", 3, 1) or 3,
         include_headers=_bool(options, "includeHeaders", True),
-        checkpoint_id=checkpoint_id,
         checkpoint_location=location,
-        query_id=query_id,
         adopt_existing_query=_bool(options, "eos.adoptExistingQuery", False),
         streaming=streaming,
     )

@@ -4,6 +4,7 @@ never does):
 - ``metadata``: ``{"id": "<query id>"}``, written when the query first starts. The id stays the same
   across restarts from that folder and is what Spark sets as the local property
   ``sql.streaming.queryId``; a deleted (reset) checkpoint folder gets a new one.
+- ``offsets/<batchId>``: one file per batch, written before the batch runs (Spark's offset log);
 - ``commits/<batchId>``: one file per batch whose sink commit completed (Spark's commit log).
 
 The folder is read through the same filesystem layer as the kit's state (twophase.state_storage),
@@ -33,8 +34,16 @@ class QueryCheckpoint:
 
     def last_committed_batch(self) -> int | None:
         """The newest batch id in Spark's commit log, or None if no batch was committed yet."""
+        return self._newest(COMMIT_LOG)
+
+    def last_planned_batch(self) -> int | None:
+        """The newest batch id in Spark's offset log: the batch Spark is about to run (it logs a
+        batch's offsets before planning its write, and a restart runs an uncommitted one again)."""
+        return self._newest(OFFSET_LOG)
+
+    def _newest(self, log_folder: str) -> int | None:
         storage = open_state_storage(self.location, read_only=True)
-        batches = [int(name) for name in (key.rsplit("/", 1)[-1] for key in storage.list_keys(COMMIT_LOG))
+        batches = [int(name) for name in (key.rsplit("/", 1)[-1] for key in storage.list_keys(log_folder))
                    if name.isdigit()]
         return max(batches, default=None)
 

@@ -25,12 +25,17 @@ import logging
 import threading
 import time
 
+from typing import TYPE_CHECKING
+
 from connectors.spark.errors import ForeignStateError, LostStateError
 from connectors.spark.options import SinkOptions
 from connectors.spark.query_checkpoint import COMMIT_LOG, read_query_checkpoint
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.state_owner import StateOwner
 from twophase.errors import InvalidValueError
+
+if TYPE_CHECKING:
+    from connectors.spark.sink_driver import BatchContext
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +47,9 @@ _verified: set[tuple[str, str, str | None]] = set()
 _verified_lock = threading.Lock()
 
 
-def guard_sink_state(options: SinkOptions) -> None:
-    """Bind ``options.state_dir`` to this writer's owner and refuse lost state (see module doc)."""
+def guard_sink_state(options: SinkOptions, context: "BatchContext | None" = None) -> None:
+    """Bind ``options.state_dir`` to this writer's owner and refuse lost state (see module doc).
+    ``context``: the batch the foreachBatch helper is about to write (its query and batch id)."""
     description = ""
     last_committed: int | None = None
     if options.streaming:
@@ -56,13 +62,13 @@ def guard_sink_state(options: SinkOptions) -> None:
             return
         last_committed = checkpoint.last_committed_batch()
         committed_where = f"Spark's commit log {checkpoint.location}/{COMMIT_LOG}"
-    elif options.query_id is not None:
+    elif context is not None and context.query_id is not None:
         # The foreachBatch helper: Spark calls it for batch N only once N-1 is in its commit log.
-        owner_key = (options.state_dir, STREAMING_QUERY, options.query_id)
+        owner_key = (options.state_dir, STREAMING_QUERY, context.query_id)
         if _is_verified(owner_key):
             return
         description = "foreachBatch"
-        batch = options.checkpoint_id if options.checkpoint_id is not None else 0
+        batch = context.checkpoint_id
         last_committed = batch - 1 if batch > 0 else None
         committed_where = f"Spark, which runs batch {batch} only after committing batch {batch - 1}"
     else:

@@ -519,7 +519,7 @@ def _print_status(status: QueryStatus, reasons: list[str]) -> None:
             table.add_column(column)
         for st in status.history:
             t = st.timings
-            parts = ([f"{v:.0f}" for v in (t.total_ms, t.prepare_ms, t.store_ms, t.end_txn_ms, t.mark_ms, t.sweep_ms)]
+            parts = ([f"{v:.0f}" for v in (t.total_ms, t.prepare_ms, t.store_ms, t.commit_ms, t.mark_ms, t.sweep_ms)]
                      if t else ["-"] * 6)
             table.add_row(str(st.checkpoint_id), st.outcome.value, str(st.records), str(st.transactions), *parts,
                           str(len(st.lingering_aborted)),

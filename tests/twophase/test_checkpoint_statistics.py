@@ -12,6 +12,7 @@ from twophase.checkpoint_statistics import (
     STATISTICS_FILE,
     CheckpointOutcome,
     CheckpointStatistics,
+    CommitFigures,
     CommitTimings,
     LostTransactionRecord,
     StatisticsTotals,
@@ -29,28 +30,43 @@ def chk(cid: int) -> CompletedCheckpoint:
     return CompletedCheckpoint(cid, 1000 * cid, 1000 * cid + 5, {"sink": []})
 
 
-def commit(store: FileCheckpointStore, cid: int, records: int = 10, total_ms: float = 40.0, **figures):
+SINK = {"transactional_id_prefix": "kafka-eos-abc", "transaction_timeout_ms": 60000, "restart_budget_ms": 5000}
+
+
+def commit(store: FileCheckpointStore, cid: int, records: int = 10, total_ms: float = 40.0, lost=(), **more):
     store.add(chk(cid))
     store.mark_committed(cid)
-    return record_statistics(store, cid, outcome=figures.pop("outcome", CheckpointOutcome.COMMITTED),
-                             records=records, transactions=2,
-                             timings=CommitTimings(total_ms=total_ms, prepare_ms=1, store_ms=2, end_txn_ms=30,
-                                                   mark_ms=3, sweep_ms=4),
-                             transactional_id_prefix="kafka-eos-abc", transaction_timeout_ms=60000,
-                             restart_budget_ms=5000, **figures)
+    return record_statistics(store, cid, outcome=more.pop("outcome", CheckpointOutcome.COMMITTED),
+                             figures=CommitFigures(records, 2, lost=tuple(lost), sink=SINK),
+                             timings=CommitTimings(total_ms=total_ms, prepare_ms=1, store_ms=2, commit_ms=30,
+                                                   mark_ms=3, sweep_ms=4), **more)
 
 
 def test_the_format_is_versioned_and_round_trips():
     stats = CheckpointStatistics(
         checkpoint_id=7, written_at_ms=123, outcome=CheckpointOutcome.RECOVERED, records=5, transactions=1,
-        timings=CommitTimings(total_ms=12.5, end_txn_ms=12.5), lingering_aborted=("p-3-1",),
-        lost=(LostTransactionRecord("p-0-1", 3, 7, 2, ("out-0",)),), transactional_id_prefix="p", transaction_timeout_ms=900000, restart_budget_ms=60000,
+        timings=CommitTimings(total_ms=12.5, commit_ms=12.5), lingering_aborted=("p-3-1",),
+        lost=(LostTransactionRecord("p-0-1", 3, 7, 2, ("out-0",)),),
+        sink={"transactional_id_prefix": "p", "transaction_timeout_ms": 900000, "restart_budget_ms": 60000},
         totals=StatisticsTotals(checkpoints=3, records=15, recoveries=1, commit_count=3, commit_seconds_sum=0.1,
                                 commit_duration_buckets=(0, 1, 3) + (3,) * (len(COMMIT_DURATION_BUCKETS_S) - 3)))
     data = encode_statistics(stats)
     document = json.loads(data)
-    assert document["format_version"] == 2 and document["statistics"]["outcome"] == "recovered"
+    assert document["format_version"] == 3 and document["statistics"]["outcome"] == "recovered"
     assert decode_statistics(data) == stats
+
+
+def test_a_version_2_record_is_read_with_its_kafka_fields_as_the_sink_section():
+    stats = CheckpointStatistics(4, 1, CheckpointOutcome.COMMITTED, 9, 3, timings=CommitTimings(50, commit_ms=20))
+    document = json.loads(encode_statistics(stats))
+    document["format_version"] = 2
+    body = document["statistics"]
+    del body["sink"]
+    body["timings"]["end_txn_ms"] = body["timings"].pop("commit_ms")
+    body.update(transactional_id_prefix="p", transaction_timeout_ms=60000, restart_budget_ms=None)
+    old = decode_statistics(json.dumps(document).encode())
+    assert old.sink == {"transactional_id_prefix": "p", "transaction_timeout_ms": 60000}
+    assert old.timings == CommitTimings(50, commit_ms=20)
 
 
 def test_a_version_1_record_is_still_read_with_its_lost_ids():
@@ -58,7 +74,7 @@ def test_a_version_1_record_is_still_read_with_its_lost_ids():
     document = json.loads(encode_statistics(stats))
     document["format_version"] = 1
     body = document["statistics"]
-    del body["lost"]
+    del body["lost"], body["sink"]
     body["lost_transactions"] = ["p-0-1", "p-1-1"]
     body["totals"].pop("lost_records")
     old = decode_statistics(json.dumps(document).encode())
@@ -67,7 +83,7 @@ def test_a_version_1_record_is_still_read_with_its_lost_ids():
 
 
 @pytest.mark.parametrize("mangle", [
-    lambda d: d.replace(b'"format_version": 2', b'"format_version": 99'),
+    lambda d: d.replace(b'"format_version": 3', b'"format_version": 99'),
     lambda d: d[: len(d) // 2],
     lambda d: d.replace(b'"records"', b'"recs"'),
     lambda d: b"[]",
@@ -95,7 +111,7 @@ def test_statistics_are_written_once_beside_the_checkpoint_and_retained_with_it(
     by_bound = dict(zip(COMMIT_DURATION_BUCKETS_S, totals.commit_duration_buckets))
     assert by_bound[0.1] == 1 and by_bound[0.25] == 2 and by_bound[0.5] == 5 and by_bound[300.0] == 5
     # Written once: a second record of the same checkpoint changes nothing.
-    assert record_statistics(store, 5, outcome=CheckpointOutcome.LOST, records=0, transactions=0) is None
+    assert record_statistics(store, 5, outcome=CheckpointOutcome.LOST, figures=CommitFigures(0, 0)) is None
     assert read_statistics(store, 5).outcome is CheckpointOutcome.COMMITTED
 
 
@@ -122,7 +138,7 @@ def test_a_checkpoint_without_statistics_is_skipped_and_totals_go_on_from_the_ne
 
 def test_statistics_of_an_unstored_checkpoint_are_not_written(tmp_path):
     store = FileCheckpointStore(tmp_path / "state")
-    assert record_statistics(store, 4, outcome=CheckpointOutcome.COMMITTED, records=1, transactions=1) is None
+    assert record_statistics(store, 4, outcome=CheckpointOutcome.COMMITTED, figures=CommitFigures(1, 1)) is None
     assert open_state_storage(tmp_path / "state").list_keys() == []
 
 
@@ -134,7 +150,7 @@ def test_recording_never_raises_and_an_unreadable_file_is_ignored(tmp_path, capl
         raise OSError("disk on fire")
 
     store.storage.create = broken  # type: ignore[method-assign]
-    assert record_statistics(store, 1, outcome=CheckpointOutcome.COMMITTED, records=1, transactions=1) is None
+    assert record_statistics(store, 1, outcome=CheckpointOutcome.COMMITTED, figures=CommitFigures(1, 1)) is None
     assert "recording its statistics" in caplog.text and "disk on fire" in caplog.text
 
     store = FileCheckpointStore(tmp_path / "state")

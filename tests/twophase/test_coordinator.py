@@ -11,7 +11,7 @@ from twophase.errors import (
 )
 from twophase.participants import CheckpointParticipant, RestoredState
 from twophase.pipeline import LocalPipeline
-from twophase.stats import CheckpointStatus
+from twophase.checkpoint_history import CheckpointStatus
 
 
 class ManualClock:

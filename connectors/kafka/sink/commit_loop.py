@@ -1,6 +1,7 @@
 """The one loop that ends a sink's transactions, checkpoint by checkpoint, for both Kafka sinks:
-the in-process :class:`~connectors.kafka.sink.kafka_sink.KafkaSink` and the Spark sink's driver
-committer (``connectors/spark/driver_committer.py``).
+the in-process :class:`~connectors.kafka.sink.kafka_sink.KafkaSink` and the Spark sink's
+driver (``connectors/spark/sink_driver.py``), through the one Kafka committing participant
+(``committing_participant.py``).
 
 Each checkpoint's transactions are ended together (the committer puts all their EndTxn requests in
 flight at once). Every checkpoint is attempted even when one fails, so one failure leaves no other
@@ -10,15 +11,14 @@ transactions the committer already raised them all in one error).
 
 from __future__ import annotations
 
+import logging
 import time
-from typing import Callable, Sequence
+from typing import Sequence
 
 from connectors.kafka.sink.committable import KafkaCommittable
 from connectors.kafka.sink.committer import KafkaTransactionCommitter
 
-#: Told of each checkpoint whose transactions were committed: its id, its transactions, how long
-#: their commit took (ms).
-GroupCommitted = Callable[[int, list[KafkaCommittable], float], None]
+log = logging.getLogger(__name__)
 
 
 def by_checkpoint(committables: Sequence[tuple[int, KafkaCommittable]]) -> list[tuple[int, list[KafkaCommittable]]]:
@@ -30,9 +30,9 @@ def by_checkpoint(committables: Sequence[tuple[int, KafkaCommittable]]) -> list[
 
 
 def commit_by_checkpoint(committer: KafkaTransactionCommitter, committables: Sequence[tuple[int, KafkaCommittable]],
-                         on_committed: GroupCommitted | None = None) -> None:
-    """Commit every checkpoint's transactions, ``on_committed`` told of each checkpoint that
-    committed; the first error is raised once every checkpoint was attempted."""
+                         recovering: bool = False) -> None:
+    """Commit every checkpoint's transactions; the first error is raised once every checkpoint
+    was attempted. ``recovering``: they come from a restored checkpoint (logged per checkpoint)."""
     errors: list[Exception] = []
     for checkpoint_id, group in by_checkpoint(committables):
         started = time.monotonic()
@@ -41,8 +41,10 @@ def commit_by_checkpoint(committer: KafkaTransactionCommitter, committables: Seq
         except Exception as exc:
             errors.append(exc)
             continue
-        if on_committed is not None:
-            on_committed(checkpoint_id, group, (time.monotonic() - started) * 1000)
+        if recovering:
+            log.info("re-committed %d transaction(s) of checkpoint %d on restore (%.0f ms): %s", len(group),
+                     checkpoint_id, (time.monotonic() - started) * 1000,
+                     ", ".join(str(c.transactional_id) for c in group))
     if errors:
         raise errors[0]
 

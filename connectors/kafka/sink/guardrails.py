@@ -55,7 +55,7 @@ def probe_transactional_id(prefix: str) -> str:
 
 def check_sink(config: KafkaSinkConfig, clients: KafkaClients) -> None:
     """The transactional checks of this module; run once per sink on the driver, before any task
-    writes, after :func:`check_output_topic` (``connectors/spark/sink_preparation.py``)."""
+    writes, after :func:`check_output_topic` (``connectors/spark/sink_driver.py``)."""
     if not config.exactly_once:
         return
     # DESCRIBE first: the timeout probe's FindCoordinator needs it too, and would report a missing

@@ -2,9 +2,10 @@
 
 Each checkpoint's records go into one transaction of an id from the sink's pool
 (``sink/internal/transactional_ids.py``: ``{prefix}-{writer}-{checkpoint % 2}``). pre-commit flushes it; the
-coordinator stores its handle and then commits it with EndTxn. On recovery, the coordinator has
+commit lifecycle stores its handle and then commits it with EndTxn. On recovery, the lifecycle has
 the handles of an unconfirmed checkpoint committed again and every other open transaction of this
-writer aborted, so no read_committed consumer stays stalled.
+writer aborted, so no read_committed consumer stays stalled. Those endings are the one Kafka
+committing participant's (``committing_participant.py``), which the Spark sink uses too.
 """
 
 from __future__ import annotations
@@ -13,12 +14,11 @@ import logging
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
-from connectors.kafka.sink.internal.abort_strategy import LingeringTransactionAborter
 from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients import KafkaClients, ProducerClient
-from connectors.kafka.sink.commit_loop import abort_by_checkpoint, commit_by_checkpoint
 from connectors.kafka.sink.committable import KafkaCommittable
 from connectors.kafka.sink.committer import KafkaTransactionCommitter
+from connectors.kafka.sink.committing_participant import KafkaCommittingParticipant
 from connectors.kafka.sink.config import KafkaSinkConfig, default_transactional_id_prefix
 from connectors.kafka.errors import KafkaConnectorError
 from connectors.kafka.sink.guardrails import check_sink
@@ -53,6 +53,9 @@ class KafkaSink(TwoPhaseCommitSink[KafkaTransactionWriter, KafkaCommittable]):
         self.clients = clients or clients_for(config.bootstrap_servers, config.client_config)
         self.committer = KafkaTransactionCommitter(self.clients, config)
         self.id_pool = TransactionalIdPool(config.transactional_id_prefix) if config.exactly_once else None
+        # Only this writer's ids are swept: a parallel writer of the same prefix may not have
+        # re-committed its restored transactions yet, and aborting them would lose their records.
+        self.committing = KafkaCommittingParticipant(self.committer, name, slot=writer)
         self._plain_producer: ProducerClient | None = None
         check_sink(config, self.clients)
 
@@ -94,28 +97,19 @@ class KafkaSink(TwoPhaseCommitSink[KafkaTransactionWriter, KafkaCommittable]):
     def abort(self, committable: KafkaCommittable, checkpoint_id: int) -> None:
         self.committer.abort(committable, checkpoint_id)
 
-    def commit_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]], recovering: bool) -> None:
-        def committed(checkpoint_id: int, group: list[KafkaCommittable], took_ms: float) -> None:
-            if recovering:
-                log.info("sink %s: re-committed %d transaction(s) of checkpoint %d on restore (%.0f ms)",
-                         self.name, len(group), checkpoint_id, took_ms)
+    # The committer side is the one Kafka committing participant's, which the Spark sink uses too.
 
-        commit_by_checkpoint(self.committer, committables, committed)
+    def commit_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]], recovering: bool) -> None:
+        self.committing.commit_transactions(committables, recovering)
 
     def abort_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]]) -> None:
-        abort_by_checkpoint(self.committer, committables)
+        self.committing.abort_transactions(committables)
+
+    def abort_lingering(self, keep: Sequence[KafkaCommittable], checkpoint_id: int | None) -> list[str]:
+        return self.committing.abort_lingering(keep, checkpoint_id)
 
     def recover_and_abort(self, keep: Sequence[KafkaCommittable], restored_checkpoint_id: int | None) -> None:
-        if self.id_pool is None:
-            return
-        # Only this writer's ids: a parallel writer of the same prefix may not have re-committed
-        # its restored transactions yet, and aborting them would lose their records.
-        kept = [c.transactional_id for c in keep if c.transactional_id]
-        aborter = LingeringTransactionAborter(self.committer, self.id_pool, self.config.commit_retry_timeout_s)
-        aborted = aborter.abort_lingering(kept, slot=self.writer_index)
-        if aborted:
-            log.info("sink %s: aborted %d lingering transaction(s) after restoring checkpoint %s: %s",
-                     self.name, len(aborted), restored_checkpoint_id, aborted)
+        self.abort_lingering(keep, restored_checkpoint_id)
 
     def serialize_committable(self, committable: KafkaCommittable) -> Any:
         return committable.to_json()

@@ -32,13 +32,14 @@ def txn(checkpoint_id: int, name: str) -> tuple[int, KafkaCommittable]:
                                            transaction_timeout_ms=60_000)
 
 
-def test_each_checkpoint_is_ended_at_once_in_order_and_reported():
+def test_each_checkpoint_is_ended_at_once_in_order_and_a_recovery_reported(caplog):
     committer = RecordingCommitter(failing=set())
-    seen = []
-    commit_by_checkpoint(committer, [txn(5, "b"), txn(4, "a"), txn(5, "c")],
-                         lambda cid, group, ms: seen.append((cid, [c.transactional_id for c in group])))
+    with caplog.at_level("INFO", logger="connectors.kafka.sink.commit_loop"):
+        commit_by_checkpoint(committer, [txn(5, "b"), txn(4, "a"), txn(5, "c")], recovering=True)
     assert committer.calls == [("commit", 4, ["a"]), ("commit", 5, ["b", "c"])]
-    assert seen == [(4, ["a"]), (5, ["b", "c"])]
+    lines = [r.getMessage() for r in caplog.records]
+    assert [line.split(" (")[0] for line in lines] == ["re-committed 1 transaction(s) of checkpoint 4 on restore",
+                                                       "re-committed 2 transaction(s) of checkpoint 5 on restore"]
 
 
 @pytest.mark.parametrize("end", [commit_by_checkpoint, abort_by_checkpoint])

@@ -18,7 +18,7 @@ from connectors.kafka.source import KafkaSource, KafkaSourceConfig  # noqa: E402
 from connectors.kafka.sink.config import KafkaSinkConfig  # noqa: E402
 from connectors.kafka.sink.internal.transactional_ids import POOL_SIZE, TransactionalIdPool  # noqa: E402
 from connectors.kafka.sink.writer import KafkaTransactionWriter, ProducerRecord  # noqa: E402
-from connectors.spark.driver_committer import SparkCommitProtocol  # noqa: E402
+from connectors.spark.sink_driver import BatchContext, SparkSinkDriver  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.datasource_writers import KafkaCommitMessage  # noqa: E402
 from kafka_testkit.topic_records import produce_committed, read_all  # noqa: E402
@@ -86,14 +86,14 @@ class Query:
         self.options = parse_sink_options({"kafka.bootstrap.servers": fake.bootstrap_servers, "topic": "out",
                                            "checkpointlocation": str(tmp_path / "chk")}, streaming=True)
         self.pool = TransactionalIdPool(self.options.config.transactional_id_prefix)
-        self.committed_through = SparkCommitProtocol(self.options).recover()
+        self.committed_through = SparkSinkDriver(self.options).recover()
         self.expected: list[str] = []
         # Spark's task attempt ids: unique in the application
         self.task_attempt_ids = itertools.count(1000)
         self.retries = 0
 
     def restart(self):
-        self.committed_through = SparkCommitProtocol(self.options).recover()
+        self.committed_through = SparkSinkDriver(self.options).recover()
 
     def task(self, slot, batch, rows, task_attempt=None):
         transactional_id = self.pool.transactional_id(slot, batch, task_attempt=task_attempt)
@@ -120,7 +120,7 @@ class Query:
                                                committable.to_json() if committable else None, len(rows)))
             if batch > self.committed_through:
                 self.expected.extend(rows)
-        SparkCommitProtocol(self.options).commit(messages, batch)
+        SparkSinkDriver(self.options).commit(BatchContext(batch), messages)
         self.committed_through = max(self.committed_through, batch)
         if zombie is not None:
             # An attempt of this batch that Spark gave up on starts writing after the commit.
@@ -154,7 +154,7 @@ def test_ids_stay_within_the_pool_over_hundreds_of_batches(tmp_path):
             continue  # Spark replays the batch: written again if it was not stored, else skipped
         query.run_batch(batch, tasks, rng, fail_rate=0.2, zombie=zombie)
         batch += 1
-    SparkCommitProtocol(query.options).abort_lingering()  # the sweep of the next batch's commit
+    SparkSinkDriver(query.options).lifecycle.sweep(None)  # the sweep of the next batch's commit
 
     listed = {t.transactional_id for t in fake.txn_control().list_transactions(f"{query.pool.prefix}-")}
     retried = {i for i in listed if re.search(r"-t\d+$", i)}
@@ -175,7 +175,7 @@ def test_a_stale_handle_of_a_reused_id_is_lost_never_committed_in_place_of_the_n
     old = query.task(0, 2, ["old"]).pre_commit()
     new = query.task(0, 4, ["new"]).pre_commit()  # same id, batch 4: the init aborted "old"
     assert old.transactional_id == new.transactional_id and old.identity != new.identity
-    protocol = SparkCommitProtocol(query.options)
+    protocol = SparkSinkDriver(query.options)
     with pytest.raises(TransactionLostError) as lost:
         protocol.committer.commit(old, 2)
     assert lost.value.transactional_id == old.transactional_id
@@ -193,8 +193,7 @@ def test_a_zombie_of_the_previous_batch_cannot_fence_the_batch_being_committed(t
     query.run_batch(0, 2, random.Random(1))
     pre_committed = [query.task(slot, 1, [f"b1-{slot}"]).pre_commit() for slot in range(2)]
     zombie = query.task(0, 0, ["zombie of batch 0"])  # Spark gave up on it, but it runs on
-    SparkCommitProtocol(query.options).commit(
-        [KafkaCommitMessage(1, slot, 0, c.to_json(), 1) for slot, c in enumerate(pre_committed)], 1)
+    SparkSinkDriver(query.options).commit(BatchContext(1), [KafkaCommitMessage(1, slot, 0, c.to_json(), 1) for slot, c in enumerate(pre_committed)])
     assert sorted(r.value for r in read_all(fake, "out"))[-2:] == [b"b1-0", b"b1-1"]
     assert zombie.transactional_id not in {c.transactional_id for c in pre_committed}
     assert fake.txn_control().list_open_transactions("") == []  # the commit's sweep ended the zombie's
@@ -210,13 +209,13 @@ def test_a_failed_attempt_that_initialises_late_cannot_fence_its_retry(tmp_path)
     shared = query.task(0, 0, ["retry, shared id"]).pre_commit()
     query.task(0, 0, ["failed attempt, late"])  # its initialisation lands now
     with pytest.raises(TransactionLostError, match="1 transaction with 1 record was lost"):
-        SparkCommitProtocol(query.options).commit([KafkaCommitMessage(0, 0, 1, shared.to_json(), 1)], 0)
+        SparkSinkDriver(query.options).commit(BatchContext(0), [KafkaCommitMessage(0, 0, 1, shared.to_json(), 1)])
 
     query = Query(FakeKafkaClients(tmp_path / "kafka2.db"), tmp_path / "second")
     query.fake.admin().create_topic("out", 3)
     own = query.task(0, 0, ["retry, own id"], task_attempt=7).pre_commit()
     late = query.task(0, 0, ["failed attempt, late"])
-    SparkCommitProtocol(query.options).commit([KafkaCommitMessage(0, 0, 1, own.to_json(), 1)], 0)
+    SparkSinkDriver(query.options).commit(BatchContext(0), [KafkaCommitMessage(0, 0, 1, own.to_json(), 1)])
     assert [r.value for r in read_all(query.fake, "out")] == [b"retry, own id"]
     assert late.transactional_id != own.transactional_id
     assert query.fake.txn_control().list_open_transactions("") == []  # the commit's sweep ended the late one

@@ -11,6 +11,7 @@ import pytest
 
 from connectors.spark import foreach_batch
 from connectors.spark.foreach_batch import bound_query_id, exactly_once_foreach_batch
+from connectors.spark.sink_driver import BatchContext
 from connectors.spark.options import KafkaEosOptionError, SinkOptions
 
 SINK = {"kafka.bootstrap.servers": "localhost:9092", "topic": "out"}
@@ -32,15 +33,15 @@ class _BatchDF:
     def __init__(self, local_query_id: str | None = None, connect: bool = False) -> None:
         self.sparkSession = _Session(local_query_id, connect)
         #: The writes the helper made of this batch: (sink options, checkpoint id).
-        self.saved: list[tuple[SinkOptions, int]] = []
+        self.saved: list[tuple[SinkOptions, BatchContext]] = []
         self.first_writes: list[bool] = []
 
 
 @pytest.fixture(autouse=True)
 def recorded_writes(monkeypatch):
     """Records the write the helper makes instead of running it (no Spark session here)."""
-    def record(df: _BatchDF, options: SinkOptions, checkpoint_id: int, *, first_write: bool) -> None:
-        df.saved.append((options, checkpoint_id))
+    def record(df: _BatchDF, options: SinkOptions, context: BatchContext, *, first_write: bool) -> None:
+        df.saved.append((options, context))
         df.first_writes.append(first_write)
 
     monkeypatch.setattr(foreach_batch, "write_dataframe", record)
@@ -57,8 +58,8 @@ def test_classic_session_binds_to_the_local_property_as_before(tmp_path):
     handler = exactly_once_foreach_batch(**SINK, **{"eos.stateDir": str(tmp_path / "s")})
     batch = _BatchDF(local_query_id="q-classic")
     handler(batch, 0)
-    [(write, checkpoint_id)] = batch.saved
-    assert write.query_id == "q-classic" and checkpoint_id == 0
+    [(write, context)] = batch.saved
+    assert context == BatchContext(0, "q-classic", replayable=True)
     assert write.state_dir == str(tmp_path / "s") and not write.streaming
     handler(batch, 1)
     # Only the run's first write sweeps what a crashed run left open; later commits sweep after themselves.
@@ -70,8 +71,8 @@ def test_connect_session_binds_to_the_query_of_the_checkpoint_location(tmp_path)
     handler = exactly_once_foreach_batch(lambda df, batch_id: df, **SINK, checkpointLocation=checkpoint)
     batch = _BatchDF(connect=True)
     handler(batch, 3)
-    [(write, checkpoint_id)] = batch.saved
-    assert write.query_id == "q-connect" and checkpoint_id == 3
+    [(write, context)] = batch.saved
+    assert context == BatchContext(3, "q-connect", replayable=True)
     assert write.state_dir == str(tmp_path / "chk" / "kafka-eos"), "the streaming sink's default"
     assert write.checkpoint_location is None, "the batch write has no checkpoint"
 
@@ -134,7 +135,8 @@ def test_state_dir_next_to_a_uri_checkpoint_location():
 
 
 @pytest.mark.parametrize("internal", ["eos.checkpointId", "eos.queryId"])
-def test_internal_options_stay_internal(tmp_path, internal):
-    with pytest.raises(KafkaEosOptionError, match=f"{internal} is set by exactly_once_foreach_batch"):
+def test_the_batch_context_is_no_option(tmp_path, internal):
+    """The batch id and the query reach the sink driver as a BatchContext, never as options."""
+    with pytest.raises(KafkaEosOptionError, match=f"(?i)unknown kafka-eos sink option '{internal}'"):
         exactly_once_foreach_batch(lambda df, batch_id: df, **SINK, checkpointLocation=str(tmp_path),
                                    **{internal: "1"})

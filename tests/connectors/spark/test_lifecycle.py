@@ -21,7 +21,7 @@ from connectors.kafka.sink.config import KafkaSinkConfig  # noqa: E402
 from connectors.kafka.errors import BrokerUnavailableError, InvalidTxnStateError, KafkaConnectorError  # noqa: E402
 from connectors.kafka.sink.kafka_sink import KafkaSink  # noqa: E402
 from connectors.spark import write_task as write_task_module  # noqa: E402
-from connectors.spark.driver_committer import SparkCommitProtocol  # noqa: E402
+from connectors.spark.sink_driver import BatchContext, SparkSinkDriver  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.write_task import write_task  # noqa: E402
 from kafka_testkit.topic_records import read_all  # noqa: E402
@@ -103,7 +103,7 @@ class InProcess:
 
 
 class SparkWithoutSpark:
-    """What Spark does with the sink, step by step: ``prepare_sink``'s recovery, then each write
+    """What Spark does with the sink, step by step: the sink driver's recovery, then each write
     task (the executors' code), then the driver's commit; a failed commit is followed by Spark's
     abort of the batch when the JVM lives. A crash kills the query, which restarts from Spark's
     commit log (the batches whose commit returned)."""
@@ -127,15 +127,15 @@ class SparkWithoutSpark:
         return write_task(self.options, iter([rows]), batch_id, committed_through)
 
     def run(self) -> None:
-        committed_through = SparkCommitProtocol(self.options).recover(abort_lingering=False)
+        committed_through = SparkSinkDriver(self.options).recover()
         for batch_id in range(max(self.commit_log, default=-1) + 1, BATCHES):
             messages = [self._task(t, batch_id, committed_through) for t in range(TASKS)]
             try:
-                SparkCommitProtocol(self.options).commit(messages, batch_id)
+                SparkSinkDriver(self.options).commit(BatchContext(batch_id), messages)
             except failpoints.FailpointCrash:
                 if self.jvm_lives:
                     self.aborts += 1
-                    SparkCommitProtocol(self.options).abort(messages, batch_id)
+                    SparkSinkDriver(self.options).fail(BatchContext(batch_id), messages)
                 raise
             self.commit_log.add(batch_id)
 
@@ -217,7 +217,7 @@ def test_spark_abort_of_a_stored_batch_commits_it(fake, tmp_path, monkeypatch, c
 def test_spark_abort_of_a_batch_never_stored_aborts_every_transaction(fake, tmp_path, monkeypatch):
     engine = SparkWithoutSpark(fake, tmp_path, monkeypatch)
     messages = [engine._task(t, 0, -1) for t in range(TASKS)]
-    SparkCommitProtocol(engine.options).abort(messages, 0)
+    SparkSinkDriver(engine.options).fail(BatchContext(0), messages)
     assert fake.txn_control().list_open_transactions("") == []
     assert read_all(fake, "out") == []
 
@@ -225,7 +225,7 @@ def test_spark_abort_of_a_batch_never_stored_aborts_every_transaction(fake, tmp_
 def test_abort_goes_on_past_a_failure_and_already_committed_is_no_error(fake, tmp_path, monkeypatch):
     engine = SparkWithoutSpark(fake, tmp_path, monkeypatch)
     messages = [engine._task(t, 0, -1) for t in range(TASKS)]
-    protocol = SparkCommitProtocol(engine.options)
+    protocol = SparkSinkDriver(engine.options)
     from connectors.kafka.sink.committable import KafkaCommittable
 
     handles = [KafkaCommittable.from_json(m.committable) for m in messages]
@@ -254,7 +254,7 @@ def test_abort_goes_on_past_a_failure_and_already_committed_is_no_error(fake, tm
 def test_a_failed_sweep_after_the_commit_does_not_fail_the_batch(fake, tmp_path, monkeypatch, caplog):
     engine = SparkWithoutSpark(fake, tmp_path, monkeypatch)
     messages = [engine._task(t, 0, -1) for t in range(TASKS)]
-    protocol = SparkCommitProtocol(engine.options)
+    protocol = SparkSinkDriver(engine.options)
 
     def down(prefix):
         # Not retriable: what a bounced broker's unknown id gives.
@@ -262,19 +262,19 @@ def test_a_failed_sweep_after_the_commit_does_not_fail_the_batch(fake, tmp_path,
 
     monkeypatch.setattr(protocol.committer.control(), "list_open_transactions", down)
     with caplog.at_level(logging.WARNING):
-        timings = protocol.commit(messages, 0)
-    assert timings is not None and not timings.swept and timings.transactions == TASKS
+        timings = protocol.commit(BatchContext(0), messages)
+    assert timings is not None
     assert protocol.store.is_committed(0)
     assert sorted(r.value for r in read_all(fake, "out")) == sorted(
         f"b0-t{t}-{i}".encode() for t in range(TASKS) for i in range(ROWS))
-    assert "checkpoint 0 is committed, but aborting lingering transactions" in caplog.text
+    assert "checkpoint 0: aborting lingering transactions of kafka-sink failed" in caplog.text
 
 
 def test_abort_of_a_transaction_found_committed_is_not_an_error(fake, tmp_path, monkeypatch):
     engine = SparkWithoutSpark(fake, tmp_path, monkeypatch)
     messages = [engine._task(t, 0, -1) for t in range(TASKS)]
-    protocol = SparkCommitProtocol(engine.options)
-    protocol.commit(messages, 0)
+    protocol = SparkSinkDriver(engine.options)
+    protocol.commit(BatchContext(0), messages)
     from connectors.kafka.sink.committable import KafkaCommittable
 
     handle = KafkaCommittable.from_json(messages[0].committable)

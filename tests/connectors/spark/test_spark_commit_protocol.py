@@ -8,7 +8,7 @@ pytest.importorskip("pyspark")
 from connectors.kafka.errors import TransactionLostError  # noqa: E402
 from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool  # noqa: E402
 from connectors.kafka.sink.writer import KafkaTransactionWriter  # noqa: E402
-from connectors.spark.driver_committer import SparkCommitProtocol  # noqa: E402
+from connectors.spark.sink_driver import BatchContext, SparkSinkDriver  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.datasource_writers import KafkaCommitMessage  # noqa: E402
 from kafka_testkit.topic_records import read_all  # noqa: E402
@@ -63,9 +63,9 @@ def expected(batches, rows_per_task=(3, 2, 4), tag="v"):
 
 
 def test_commit_stores_then_commits_every_task(fake, options):
-    SparkCommitProtocol(options).commit(run_tasks(fake, options, 0), 0)
+    SparkSinkDriver(options).commit(BatchContext(0), run_tasks(fake, options, 0))
     assert visible(fake) == expected([0])
-    protocol = SparkCommitProtocol(options)
+    protocol = SparkSinkDriver(options)
     assert protocol.store.is_committed(0)
     assert protocol.recover() == 0
 
@@ -80,21 +80,21 @@ def test_crash_between_store_and_commit_is_completed_by_recover(fake, tmp_path, 
     messages = run_tasks(fake, options, 0)
     failpoints.enable(failpoint, "raise")
     with pytest.raises(failpoints.FailpointCrash):
-        SparkCommitProtocol(options).commit(messages, 0)
+        SparkSinkDriver(options).commit(BatchContext(0), messages)
     failpoints.disable()
     assert visible(fake) != expected([0])  # open transactions hold the LSO back
     # The restarted query's streamWriter() recovers before the replay's tasks write.
-    assert SparkCommitProtocol(options).recover() == 0
+    assert SparkSinkDriver(options).recover() == 0
     assert visible(fake) == expected([0])
     # The replay of batch 0 writes nothing (its tasks see committed_through=0) and commits nothing.
-    SparkCommitProtocol(options).commit([KafkaCommitMessage(0, t, 0, None, 0, skipped=True) for t in range(3)], 0)
+    SparkSinkDriver(options).commit(BatchContext(0), [KafkaCommitMessage(0, t, 0, None, 0, skipped=True) for t in range(3)])
     assert visible(fake) == expected([0])
 
 
 def test_replayed_committed_batch_aborts_whatever_its_tasks_wrote(fake, options):
-    SparkCommitProtocol(options).commit(run_tasks(fake, options, 0), 0)
+    SparkSinkDriver(options).commit(BatchContext(0), run_tasks(fake, options, 0))
     late = run_tasks(fake, options, 0, tag="again")  # tasks that did not know batch 0 was done
-    SparkCommitProtocol(options).commit(late, 0)
+    SparkSinkDriver(options).commit(BatchContext(0), late)
     assert visible(fake) == expected([0])
     assert fake.txn_control().list_open_transactions("") == []
 
@@ -102,7 +102,7 @@ def test_replayed_committed_batch_aborts_whatever_its_tasks_wrote(fake, options)
 def test_tasks_that_guessed_the_wrong_batch_fail_it(fake, options):
     messages = run_tasks(fake, options, 5)
     with pytest.raises(RuntimeError, match=r"wrote under checkpoint ids \[5\]"):
-        SparkCommitProtocol(options).commit(messages, 4)
+        SparkSinkDriver(options).commit(BatchContext(4), messages)
     assert fake.txn_control().list_open_transactions("") == []
     assert visible(fake) == []
 
@@ -111,7 +111,7 @@ def test_lingering_transactions_are_swept_after_a_commit(fake, options):
     crashed = task_writer(fake, options, 7, 0)  # a task count that changed
     crashed.write({"value": "orphan", "partition": 0})
     crashed.pre_commit()
-    SparkCommitProtocol(options).commit(run_tasks(fake, options, 0), 0)
+    SparkSinkDriver(options).commit(BatchContext(0), run_tasks(fake, options, 0))
     assert fake.txn_control().list_open_transactions("") == []
     assert "orphan" not in visible(fake)
 
@@ -120,17 +120,17 @@ def test_stored_transaction_taken_over_raises_transaction_lost(fake, options):
     messages = run_tasks(fake, options, 0)
     failpoints.enable("after_checkpoint_stored", "raise")
     with pytest.raises(failpoints.FailpointCrash):
-        SparkCommitProtocol(options).commit(messages, 0)
+        SparkSinkDriver(options).commit(BatchContext(0), messages)
     failpoints.disable()
     taken = messages[1].committable["transactional_id"]
     fake.producer(taken, {}).init_transactions(5)
     with pytest.raises(TransactionLostError) as error:
-        SparkCommitProtocol(options).recover()
+        SparkSinkDriver(options).recover()
     assert error.value.transactional_id == taken and error.value.record_count == 2
 
 
 def test_batch_abort_aborts_pre_committed_tasks(fake, options):
     messages = run_tasks(fake, options, 3)
-    SparkCommitProtocol(options).abort(messages + [None], 3)
+    SparkSinkDriver(options).fail(BatchContext(3), messages + [None])
     assert fake.txn_control().list_open_transactions("") == []
     assert visible(fake) == []

@@ -252,7 +252,7 @@ def test_foreach_batch_helper_ends_the_transactions_of_a_failed_batch(spark, fak
         return source.writeStream.foreachBatch(handler).option("checkpointLocation", str(tmp_path / "chk")).start()
 
     query = start(fail=True)
-    with caplog.at_level("WARNING", logger="connectors.spark.foreach_batch_write"):
+    with caplog.at_level("WARNING", logger="connectors.spark.sink_driver"):
         with pytest.raises(Exception, match="boom"):
             query.awaitTermination(120)
     assert "batch 0 failed: aborted" in caplog.text

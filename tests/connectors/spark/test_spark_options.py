@@ -99,9 +99,9 @@ def test_sink_our_options():
     ({"eos.stateDir": "ftp://host/state"}, r"option eos.stateDir: .*'ftp' is not supported.*s3://bucket/path"),
     ({"eos.stateDir": "s3a:///no-bucket"}, r"option eos.stateDir: .*names no bucket"),
     ({"eos.adoptExistingQuery": "yes"}, "option eos.adoptExistingQuery must be true or false"),
-    ({"eos.queryId": "q"}, "eos.queryId is for batch writes"),
+    ({"eos.queryId": "q"}, "(?i)unknown kafka-eos sink option 'eos.queryId'"),
     ({"kafka.transactional.id": "x"}, "kafka.transactional.id is not supported"),
-    ({"eos.checkpointId": "3"}, "eos.checkpointId is for batch writes"),
+    ({"eos.checkpointId": "3"}, "(?i)unknown kafka-eos sink option 'eos.checkpointId'"),
     ({"topicc": "x"}, r"unknown kafka-eos sink option 'topicc' \(did you mean 'topic'\?\)"),
 ])
 def test_bad_sink_options(options, fragment):

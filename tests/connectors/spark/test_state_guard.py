@@ -14,6 +14,7 @@ pytest.importorskip("pyspark")
 
 from connectors.spark import state_guard  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402
+from connectors.spark.sink_driver import BatchContext  # noqa: E402
 from connectors.spark.errors import ForeignStateError, LostStateError, QueryCheckpointError
 from connectors.spark.state_guard import guard_sink_state
 from twophase.checkpoint import CompletedCheckpoint  # noqa: E402
@@ -47,8 +48,10 @@ def streaming(checkpoint: Path, state: Path | None = None, **extra: str):
 
 
 def foreach_batch(state: Path, query_id: str, batch_id: int):
-    return parse_sink_options({"kafka.bootstrap.servers": "localhost:9092", "topic": "out", "eos.statedir": str(state),
-                               "eos.queryid": query_id, "eos.checkpointid": str(batch_id)}, streaming=False)
+    """What the foreachBatch helper hands the state guard: its sink options and the batch."""
+    options = parse_sink_options({"kafka.bootstrap.servers": "localhost:9092", "topic": "out",
+                                  "eos.statedir": str(state)}, streaming=False)
+    return options, BatchContext(batch_id, query_id)
 
 
 def store_checkpoints(state: Path, *ids: int) -> None:
@@ -149,11 +152,11 @@ def test_adopting_never_covers_a_state_that_was_in_use(tmp_path):
 
 
 def test_foreach_batch_state_is_bound_to_its_query_and_checked_by_batch_id(tmp_path):
-    guard_sink_state(foreach_batch(tmp_path / "state", "q-1", 0))
+    guard_sink_state(*foreach_batch(tmp_path / "state", "q-1", 0))
     with pytest.raises(ForeignStateError, match="q-1"):
-        guard_sink_state(foreach_batch(tmp_path / "state", "q-2", 0))
+        guard_sink_state(*foreach_batch(tmp_path / "state", "q-2", 0))
     with pytest.raises(LostStateError, match="runs batch 4 only after committing batch 3"):
-        guard_sink_state(foreach_batch(tmp_path / "other-state", "q-1", 4))
+        guard_sink_state(*foreach_batch(tmp_path / "other-state", "q-1", 4))
 
 
 def test_batch_writes_and_a_streaming_query_never_share_state(tmp_path):

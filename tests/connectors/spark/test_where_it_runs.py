@@ -235,9 +235,8 @@ def test_a_batch_write_to_a_missing_topic_fails_with_the_one_line(spark, fake, t
 
 @pytest.mark.spark
 def test_foreach_batch_writes_from_workers_without_the_kit_fail_with_the_one_line(spark, fake, tmp_path):
-    from dataclasses import replace
-
     from connectors.spark.foreach_batch_write import write_dataframe
+    from connectors.spark.sink_driver import BatchContext
     from connectors.spark.errors import WorkerPythonError
     from connectors.spark.options import parse_sink_options
 
@@ -250,7 +249,7 @@ def test_foreach_batch_writes_from_workers_without_the_kit_fail_with_the_one_lin
     try:
         with pytest.raises(WorkerPythonError) as failed:
             write_dataframe(spark.range(3).selectExpr("cast(id AS string) AS value"),
-                            replace(options, query_id="q"), 0, first_write=True)
+                            options, BatchContext(0, "q"), first_write=True)
     finally:
         context.pythonExec = kept
     assert str(failed.value) == worker_python_message("connectors", python)

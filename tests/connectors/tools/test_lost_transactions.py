@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from connectors.kafka.sink.committer import KafkaTransactionCommitter  # noqa: E402
 from connectors.kafka.errors import TransactionLostError  # noqa: E402
 from connectors.kafka.sink.writer import KafkaTransactionWriter  # noqa: E402
-from connectors.spark.driver_committer import SparkCommitProtocol  # noqa: E402
+from connectors.spark.sink_driver import BatchContext, SparkSinkDriver  # noqa: E402
 from connectors.tools import cli  # noqa: E402
 from connectors.tools import replay_jobs  # noqa: E402
 from connectors.monitoring.prometheus_metrics import exposition  # noqa: E402
@@ -34,14 +34,14 @@ def lose_batch(query, batch_id: int) -> TransactionLostError:
     (query.location / "offsets" / str(batch_id)).write_text(
         'v1\n{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}\n'
         + json.dumps({"in": {"0": query.source_offsets[batch_id]}}) + "\n")
-    protocol = SparkCommitProtocol(query.options)
+    protocol = SparkSinkDriver(query.options)
     protocol.recover()
     messages = query.tasks(batch_id)
     query.fake.advance_time(TIMEOUT_MS + 1_000)
     # The loss itself, not a CheckpointCommitError: that one says a restore commits the
     # checkpoint, which no restore can do for a lost transaction.
     with pytest.raises(TransactionLostError) as failed:
-        protocol.commit(messages, batch_id)
+        protocol.commit(BatchContext(batch_id), messages)
     return failed.value
 
 
@@ -68,7 +68,7 @@ def test_three_lost_transactions_of_one_checkpoint_are_all_counted_everywhere(tm
 
     # A restart commits the checkpoint again and loses the same three, never fewer.
     with pytest.raises(TransactionLostError) as again:
-        SparkCommitProtocol(query.options).recover()
+        SparkSinkDriver(query.options).recover()
     assert (again.value.transaction_count, again.value.record_count) == (3, LOST_RECORDS)
 
     # The statistics.

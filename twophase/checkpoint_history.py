@@ -1,4 +1,6 @@
-"""Checkpoint statistics, as Flink's web UI and REST API show them."""
+"""The in-process scheduler's history of its last checkpoints, as Flink's web UI and REST API show
+them (the coordinator keeps it in memory; each checkpoint's persisted figures are
+``checkpoint_statistics.py``'s)."""
 
 from __future__ import annotations
 
