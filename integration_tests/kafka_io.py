@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Callable
 
 from connectors.kafka.clients import KafkaClients, TopicPartition
+from connectors.kafka.clients.broker_retry import BrokerRetryPolicy, RetryingClusterAdmin
 
 
 def partitions_of(clients: KafkaClients, topic: str) -> list[TopicPartition]:
@@ -84,6 +85,9 @@ def topics_with_orders(clients: KafkaClients, unique_name: Callable[[str], str],
                        partitions: int = 3) -> tuple[str, str, list[str]]:
     """A fresh input topic loaded with ``count`` orders, and a fresh empty output topic."""
     source, sink = unique_name("in"), unique_name("out")
-    clients.admin().create_topic(source, partitions)
-    clients.admin().create_topic(sink, partitions)
+    # Under the retries the kit's own requests get: on a cluster that has just started, librdkafka
+    # fails a request in flight on a bootstrap connection it replaces (_DESTROY_BROKER).
+    admin = RetryingClusterAdmin(clients.admin, BrokerRetryPolicy())
+    admin.create_topic(source, partitions)
+    admin.create_topic(sink, partitions)
     return source, sink, load_orders(clients, source, count, unique_name("loader"))
