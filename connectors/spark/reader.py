@@ -25,6 +25,7 @@ from connectors.kafka.clients.broker_retry import RetryingClusterAdmin
 from connectors.kafka.clients import KafkaClients, RecordReader, TopicPartition
 from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.errors import DataLossError, OffsetOutOfRangeError
+from connectors.kafka.reader_pool import READERS
 from connectors.kafka.source import KafkaOffsetPlanner, from_offsets, plan_ranges, to_offsets
 from connectors.spark.gc_pause import gc_paused
 from connectors.spark.options import SourceOptions
@@ -92,13 +93,10 @@ class _KafkaReading:
 
     def _read_range(self, partition: KafkaRangePartition) -> Iterator[pa.RecordBatch]:
         tp = TopicPartition(partition.topic, partition.partition)
-        reader = self.clients.reader(read_committed=self.options.config.read_committed,
-                                     config=self.options.config.client_config)
-        try:
-            with gc_paused():
-                yield from self._read_batches(reader, tp, partition)
-        finally:
-            reader.close()
+        # The worker's warm reader, kept between tasks (connectors/kafka/reader_pool.py).
+        with READERS.reader(self.clients, self.options.config.read_committed,
+                            self.options.config.client_config) as reader, gc_paused():
+            yield from self._read_batches(reader, tp, partition)
 
     def _read_batches(self, reader: RecordReader, tp: TopicPartition,
                       partition: KafkaRangePartition) -> Iterator[pa.RecordBatch]:
