@@ -7,16 +7,22 @@ brokers; using a ready one costs next to nothing (``bench/README.md`` has the fi
 starts that work in the background when a task starts, so the round trips overlap with computing
 the task's first rows (reading them from Kafka, for a copy), instead of following it.
 
-Flink's pool goes further and recycles a producer for a later checkpoint. Here that does not pay,
-as argued in ``design/exactly-once-protocol.md``:
+Flink's pool goes further and recycles a producer for a later checkpoint. librdkafka cannot: a
+producer's transaction is ended by the driver's EndTxn, from another process, and a handle that
+still believes its transaction open can neither begin another nor be initialised again. What the
+pool does instead is prepare, while a task of batch N writes, the producer of the id its slot
+will use in batch N+1 (:meth:`ProducerPool.prepare_ahead`), and hand it to the task of N+1 if
+that task runs in the same worker (:meth:`ProducerPool.take_ahead`). Spark does not promise that,
+so a miss costs one InitProducerId, which the producer of the task that did run fences. It is
+safe because of when it happens:
 
-- a producer's transaction is ended by the driver's EndTxn, from another process; librdkafka
-  cannot re-initialise a handle (``init_transactions`` is allowed once), and a handle that still
-  believes its transaction open cannot begin another. A recycled producer would be a new one;
-- preparing the next batch's producer in the worker that ran a slot pays off only if that worker
-  runs the same slot next time, which Spark does not arrange and which gets rarer the more
-  executors a query has. Each miss costs an InitProducerId that the task's real producer then
-  fences.
+- the id's previous transaction, batch N-1's (ids alternate by batch parity), was committed
+  before batch N's tasks started, so the early InitProducerId aborts nothing that counts;
+- the task of batch N waits for that InitProducerId to be answered before it returns, so it is
+  over before batch N+1 can start: it never fences a producer of N+1 that writes;
+- a prepared producer is taken only for the id and batch it was prepared for; one that another
+  worker fenced in between fails its first write, and Spark retries the task (under an id of
+  its own).
 """
 
 from __future__ import annotations
@@ -44,6 +50,13 @@ class PreparedProducer:
         (fenced, unauthorised, a timeout the broker refuses)."""
         return self._future.result(timeout=timeout_s)
 
+    def wait(self, timeout_s: float) -> None:
+        """Return once the producer is ready or failed (its InitProducerId answered)."""
+        try:
+            self._future.exception(timeout=timeout_s)
+        except Exception as exc:  # a timeout here is no reason to fail the task that waits
+            log.warning("producer of %s was not ready within %.0f s: %r", self.transactional_id, timeout_s, exc)
+
     def discard(self) -> None:
         """Release a producer that will not be used (the task wrote nothing, or failed first).
         Nothing was produced, so the broker holds no transaction for it."""
@@ -61,6 +74,8 @@ class ProducerPool:
         self._max_workers = max_workers
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        #: transactional id -> (the checkpoint it was prepared for, the producer)
+        self._ahead: dict[str, tuple[int, PreparedProducer]] = {}
 
     def prepare(self, clients: KafkaClients, transactional_id: str, config: Mapping[str, str],
                 timeout_s: float) -> PreparedProducer:
@@ -74,6 +89,30 @@ class ProducerPool:
             executor = self._executor
         return PreparedProducer(transactional_id,
                                 executor.submit(self._ready, clients, transactional_id, dict(config), timeout_s))
+
+    def prepare_ahead(self, clients: KafkaClients, transactional_id: str, checkpoint_id: int,
+                      config: Mapping[str, str], timeout_s: float) -> PreparedProducer:
+        """Start preparing the producer a task of checkpoint ``checkpoint_id`` will want (see the
+        module doc for when that is safe). The caller waits for it (:meth:`PreparedProducer.wait`)
+        before its own task ends."""
+        prepared = self.prepare(clients, transactional_id, config, timeout_s)
+        with self._lock:
+            replaced = self._ahead.pop(transactional_id, None)
+            self._ahead[transactional_id] = (checkpoint_id, prepared)
+        if replaced is not None:
+            replaced[1].discard()
+        return prepared
+
+    def take_ahead(self, transactional_id: str, checkpoint_id: int) -> PreparedProducer | None:
+        """The producer prepared ahead for this id and checkpoint, if this process has it."""
+        with self._lock:
+            entry = self._ahead.pop(transactional_id, None)
+        if entry is None:
+            return None
+        if entry[0] != checkpoint_id:
+            entry[1].discard()
+            return None
+        return entry[1]
 
     @staticmethod
     def _ready(clients: KafkaClients, transactional_id: str, config: dict[str, str],
