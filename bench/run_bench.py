@@ -42,7 +42,8 @@ Measured per run (nothing is asserted: the script reports, it does not judge by 
   every process each 200 ms from /proc. Pages shared between processes (forked Python workers) are
   counted once per process, so this is an upper bound; the PSS sum (every 1 s) shares them out;
 - CPU: seconds used by the tree, by the broker (when this script started it) and by every other
-  process, so a busy machine shows up in the results.
+  process, so a busy machine shows up in the results; and the client CPU per million records, the
+  machine's busy CPU minus the broker's and this script's (issue 30).
 
 Every output is then read back with read_committed and its records and distinct keys counted.
 ``--repeat N`` runs the sequence N times; the targets are then judged on the medians. The "3x Quix
@@ -537,6 +538,9 @@ def execute(run: Run, bootstrap: str, partitions: int, work: Path, broker_pid: i
             "machine_steal_s": round(cpu_after[1] - cpu_before[1], 1),
             "machine_cores": os.cpu_count(),
             "tree_by_process": sampler.cpu_by_process(),
+            # What a user reads off the machine: busy CPU minus the broker's and this script's
+            # (the run is the only other thing running; "other_s" shows when it was not).
+            "client_s": round(busy - (broker_cpu or 0.0) - bench_cpu, 1),
         },
         "loadavg_before": [round(v, 2) for v in load_before],
         "loadavg_after": [round(v, 2) for v in os.getloadavg()],
@@ -544,6 +548,9 @@ def execute(run: Run, bootstrap: str, partitions: int, work: Path, broker_pid: i
     if code != 0:
         tail = run.stderr_file.read_text(errors="replace").splitlines()[-25:]
         log(f"{run.name}: exit code {code}; stderr tail:\n" + "\n".join(tail))
+    records = run.records or 0
+    if records:
+        r["client_cpu_s_per_m_records"] = round(r["cpu"]["client_s"] / records * 1e6, 1)
     if run.kind in ("raw", "quix"):
         _raw_results(run, started)
     else:
@@ -716,6 +723,7 @@ def summarize(runs: dict[str, Run]) -> dict[str, dict[str, Any]]:
                 growth, key=lambda pair: pair[1] / pair[0])
         s["batch_rows"] = results[0].get("batch_rows")
         s["cpu_tree_s"] = _median([r["cpu"]["tree_s"] for r in results if r.get("cpu")])
+        s["client_cpu_s_per_m_records"] = _median(values("client_cpu_s_per_m_records"))
         s["cpu_other_s_max"] = max((r["cpu"]["other_s"] for r in results if r.get("cpu")), default=None)
         summary[config] = s
     return summary
@@ -940,7 +948,7 @@ def print_tables(results: dict[str, Any]) -> None:
     quix = comparison.get("quix_eos_steady_rec_s")
     for column in ("run", "steady rec/s", "EOS vs ALO", "x quix_eos", "rec/s from start", "cold start s", "first batch s",
                    "batch ms (steady)", "EOS overhead ms/batch", "driver commit ms (state)", "peak RSS / PSS MB",
-                   "CPU s run/kafka/rest", "output (dups)"):
+                   "CPU s run/kafka/rest", "client CPU s / M rec", "output (dups)"):
         table.add_column(column, justify="left" if column == "run" else "right",
                          no_wrap=column in ("run", "peak RSS / PSS MB", "output (dups)"))
     def row(name: str, r: dict[str, Any], ratio: float | None, overhead: float | None,
@@ -970,7 +978,8 @@ def print_tables(results: dict[str, Any]) -> None:
             (_fmt(r.get("driver_commit_ms_mean")) + (f" (state {_fmt(r['driver_state_ms_mean'])})"
                                                      if r.get("driver_state_ms_mean") is not None else ""))
             if r.get("driver_commit_ms_mean") is not None else "",
-            f"{_fmt(r.get('peak_rss_mb'))} / {_fmt(r.get('peak_pss_mb'))}", cpu_text, check_text,
+            f"{_fmt(r.get('peak_rss_mb'))} / {_fmt(r.get('peak_pss_mb'))}", cpu_text,
+            _fmt(r.get("client_cpu_s_per_m_records"), ".1f"), check_text,
             style=style)
 
     for name, r in runs.items():
