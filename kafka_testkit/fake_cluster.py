@@ -957,7 +957,7 @@ class FakeProducer:
                 raise ValueError("a batch without a topics column needs its topic")
             self.produce(topic, value, key, partition, record_headers)
 
-    def start_transaction(self, timeout_s: float) -> None:
+    def start_transaction(self, timeout_s: float, topic: str | None = None) -> None:
         self.init_transactions(timeout_s)
         self.begin_transaction()
 

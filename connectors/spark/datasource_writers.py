@@ -59,9 +59,6 @@ class KafkaEosStreamWriter(_KafkaWriting, DataSourceStreamArrowWriter):
         raw = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
         if raw is not None:
             checkpoint_id = int(raw)
-            # Spark runs the batches of a streaming query one after the other, numbered on.
-            return write_task(self.options, iterator, checkpoint_id, self.committed_through,
-                              next_checkpoint_id=checkpoint_id + 1)
         else:
             # Spark 4.x sets the property on every streaming task. Without it, the batch planned
             # after the last committed one is the best guess; commit() refuses a wrong guess.

@@ -46,9 +46,7 @@ class _WriteTask:
         self.committed_through = committed_through
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        # foreachBatch is called batch after batch, with batch ids numbered on.
-        message = write_task(self.options, batches, self.checkpoint_id, self.committed_through,
-                             next_checkpoint_id=self.checkpoint_id + 1)
+        message = write_task(self.options, batches, self.checkpoint_id, self.committed_through)
         yield pa.RecordBatch.from_pydict({COMMIT_MESSAGE_COLUMN: [json.dumps(asdict(message))]},
                                          schema=pa.schema([(COMMIT_MESSAGE_COLUMN, pa.string())]))
 

@@ -84,10 +84,8 @@ def produce_batch_of(batch: pa.RecordBatch, topic_option: str | None, include_he
 
 
 def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], checkpoint_id: int,
-               committed_through: int, next_checkpoint_id: int | None = None) -> KafkaCommitMessage:
-    """Write one task's rows of checkpoint ``checkpoint_id`` and pre-commit them.
-    ``next_checkpoint_id``: the checkpoint the next batch of a streaming query will be, whose
-    producer for this slot is prepared meanwhile (``sink/internal/producer_pool.py``)."""
+               committed_through: int) -> KafkaCommitMessage:
+    """Write one task's rows of checkpoint ``checkpoint_id`` and pre-commit them."""
     context = TaskContext.get()
     partition_id = context.partitionId() if context else 0
     attempt = context.attemptNumber() if context else 0
@@ -104,29 +102,11 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], checkpoi
     if config.exactly_once and config.transactional_id_prefix is not None:
         transactional_id = TransactionalIdPool(config.transactional_id_prefix).transactional_id(
             partition_id, checkpoint_id, task_attempt=task_attempt)
-    producer_config = KafkaTransactionWriter.producer_config(config)
-    prepared = ahead = None
-    if transactional_id is not None:
-        # Prepared by this worker's task of the previous batch, or made ready (InitProducerId)
-        # now, while Spark computes the task's first rows.
-        prepared = PRODUCERS.take_ahead(transactional_id, checkpoint_id) or PRODUCERS.prepare(
-            clients, transactional_id, producer_config, config.flush_timeout_s)
-        if next_checkpoint_id is not None and task_attempt is None:
-            ahead = PRODUCERS.prepare_ahead(
-                clients, TransactionalIdPool(config.transactional_id_prefix).transactional_id(
-                    partition_id, next_checkpoint_id), next_checkpoint_id, producer_config, config.flush_timeout_s)
+    # The producer is made ready (InitProducerId) while Spark computes the task's first rows.
+    prepared = None if transactional_id is None else PRODUCERS.prepare(
+        clients, transactional_id, KafkaTransactionWriter.producer_config(config), config.flush_timeout_s,
+        config.topic)
     writer = KafkaTransactionWriter(clients, config, transactional_id, checkpoint_id, prepared=prepared)
-    try:
-        return _write(options, batches, writer, checkpoint_id, partition_id, attempt)
-    finally:
-        if ahead is not None:
-            # Answered before this batch can end, so it never fences a producer of the next one.
-            ahead.wait(config.flush_timeout_s + 5)
-
-
-def _write(options: SinkOptions, batches: Iterator[pa.RecordBatch], writer: KafkaTransactionWriter,
-           checkpoint_id: int, partition_id: int, attempt: int) -> KafkaCommitMessage:
-    config = options.config
     try:
         with gc_paused():
             for batch in batches:

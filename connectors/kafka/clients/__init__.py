@@ -135,9 +135,11 @@ class ProducerClient(Protocol):
 
     def begin_transaction(self) -> None: ...
 
-    def start_transaction(self, timeout_s: float) -> None:
+    def start_transaction(self, timeout_s: float, topic: str | None = None) -> None:
         """``init_transactions`` then ``begin_transaction``, without waiting for the identity:
-        ``identity()`` gives it later (at pre-commit), when it is known without a wait."""
+        ``identity()`` gives it later (at pre-commit), when it is known without a wait.
+        ``topic``: the topic the transaction will write to, looked up first (a client may use
+        the lookup to connect before it asks for its transaction coordinator)."""
 
     def produce(
         self,

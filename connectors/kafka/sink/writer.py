@@ -126,7 +126,8 @@ class KafkaTransactionWriter:
                 prepared, self._prepared = self._prepared, None
                 if prepared is None:
                     prepared = PRODUCERS.prepare(self._clients, self.transactional_id,
-                                                 self.producer_config(self.config), self.config.flush_timeout_s)
+                                                 self.producer_config(self.config), self.config.flush_timeout_s,
+                                                 self.config.topic)
                 # Initialising fenced any earlier producer of this id (a zombie attempt) and
                 # aborted its transaction. The identity is read at pre-commit, when it costs no wait.
                 self._producer = prepared.take(self.config.flush_timeout_s)
