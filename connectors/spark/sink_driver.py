@@ -34,7 +34,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from pyspark.sql.types import StructType
@@ -44,6 +43,7 @@ from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.sink.committer import KafkaTransactionCommitter
 from connectors.kafka.sink.committing_participant import KafkaCommittingParticipant
 from connectors.kafka.sink.guardrails import check_output_topic, check_sink
+from connectors.spark.batch_context import BatchContext
 from connectors.spark.options import SinkOptions
 from connectors.spark.query_checkpoint import read_query_checkpoint
 from connectors.spark.schema import check_sink_schema
@@ -54,27 +54,14 @@ from twophase.checkpoint_store import FileCheckpointStore
 from twophase.errors import IllegalStateError
 from twophase.lifecycle import CommitLifecycle, RetryPolicy
 
+__all__ = ["BatchContext", "SINK_PARTICIPANT", "SparkSinkDriver", "check_guardrails", "prepare_before_tasks"]
+
 log = logging.getLogger(__name__)
 
 SINK_PARTICIPANT = "kafka-sink"
 
 _guardrails_checked: set[tuple[object, ...]] = set()
 _guardrails_lock = threading.Lock()
-
-
-@dataclass(frozen=True)
-class BatchContext:
-    """What the driver knows of one batch, handed to its steps (never through the sink's options)."""
-
-    #: Spark's batch id (the foreachBatch helper's too), or a plain batch write's own id.
-    checkpoint_id: int
-    #: The streaming query the foreachBatch helper runs in; None for the data source, whose state
-    #: guard reads the query's id from its checkpointLocation, and for a plain batch write.
-    query_id: str | None = None
-    #: Spark may run this batch id again after a crash (streaming, foreachBatch), so an id already
-    #: stored is a replay. A plain ``df.write`` is never replayed: such an id means that another
-    #: write to the same sink stored a checkpoint meanwhile.
-    replayable: bool = True
 
 
 def check_guardrails(options: SinkOptions) -> None:

@@ -25,17 +25,13 @@ import logging
 import threading
 import time
 
-from typing import TYPE_CHECKING
-
+from connectors.spark.batch_context import BatchContext
 from connectors.spark.errors import ForeignStateError, LostStateError
 from connectors.spark.options import SinkOptions
 from connectors.spark.query_checkpoint import COMMIT_LOG, read_query_checkpoint
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.state_owner import StateOwner
 from twophase.errors import InvalidValueError
-
-if TYPE_CHECKING:
-    from connectors.spark.sink_driver import BatchContext
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +43,7 @@ _verified: set[tuple[str, str, str | None]] = set()
 _verified_lock = threading.Lock()
 
 
-def guard_sink_state(options: SinkOptions, context: "BatchContext | None" = None) -> None:
+def guard_sink_state(options: SinkOptions, context: BatchContext | None = None) -> None:
     """Bind ``options.state_dir`` to this writer's owner and refuse lost state (see module doc).
     ``context``: the batch the foreachBatch helper is about to write (its query and batch id)."""
     description = ""
