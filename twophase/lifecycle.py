@@ -46,7 +46,7 @@ from twophase.checkpoint import CompletedCheckpoint, JsonValue
 from twophase.checkpoint_statistics import CheckpointOutcome, CommitFigures, CommitTimings, record_statistics
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.errors import CheckpointCommitError, UnrecoverableCommitError
-from twophase.participants import CheckpointParticipant, CommittingParticipant, RestoredState
+from twophase.participants import CheckpointParticipant, CommittingParticipant, RestoredState, attempt_each
 
 log = logging.getLogger(__name__)
 
@@ -203,17 +203,9 @@ class CommitLifecycle:
         """Abort every transaction ``states`` name, pre-committed for ``checkpoint_id`` by a
         process that will not commit them (all attempted, the first error raised). Only for
         transactions no stored checkpoint holds: :meth:`abort` decides that."""
-        errors: list[Exception] = []
-        for participant in self.participants:
-            state = states.get(participant.name)
-            if state is None or not isinstance(participant, CommittingParticipant):
-                continue
-            try:
-                participant.abort_transactions(participant.committables(checkpoint_id, state))
-            except Exception as exc:
-                errors.append(exc)
-        if errors:
-            raise errors[0]
+        named = [(p, states[p.name]) for p in self.participants
+                 if isinstance(p, CommittingParticipant) and states.get(p.name) is not None]
+        attempt_each(named, lambda ps: ps[0].abort_transactions(ps[0].committables(checkpoint_id, ps[1])))
 
     def sweep(self, checkpoint_id: int | None) -> list[str]:
         """Abort every lingering transaction of the sinks (none of theirs may be open now: the

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Sequence, TypeVar
 
 from twophase import failpoints
 from twophase.checkpoint import JsonValue
@@ -24,8 +24,22 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Offsets = TypeVar("Offsets")
+Item = TypeVar("Item")
 Txn = TypeVar("Txn")
 Committable = TypeVar("Committable")
+
+
+def attempt_each(items: Iterable[Item], end: Callable[[Item], None]) -> None:
+    """The one loop that ends transactions: ``end`` every item, go on past a failure (so that one
+    failure leaves no other transaction open to stall readers), then raise the first error."""
+    errors: list[Exception] = []
+    for item in items:
+        try:
+            end(item)
+        except Exception as exc:
+            errors.append(exc)
+    if errors:
+        raise errors[0]
 
 
 @dataclass(frozen=True)
@@ -250,29 +264,26 @@ class TwoPhaseCommitSink(CommittingParticipant[Committable], Generic[Txn, Commit
                 for entry in state or [] for data in entry["committables"]]
 
     def commit_transactions(self, committables: Sequence[tuple[int, Committable]], recovering: bool) -> None:
-        errors: list[Exception] = []
-        for cid, committable in committables:
-            try:
-                if recovering:
-                    log.info("sink %s: re-committing a transaction of checkpoint %d on restore", self.name, cid)
-                    self.recover_and_commit(committable, cid)
-                else:
-                    self.commit(committable, cid)
-            except Exception as exc:
-                errors.append(exc)
-        if errors:
-            raise errors[0]
+        def commit(pair: tuple[int, Committable]) -> None:
+            cid, committable = pair
+            if recovering:
+                log.info("sink %s: re-committing a transaction of checkpoint %d on restore", self.name, cid)
+                self.recover_and_commit(committable, cid)
+            else:
+                self.commit(committable, cid)
+
+        attempt_each(committables, commit)
 
     def abort_transactions(self, committables: Sequence[tuple[int, Committable]]) -> None:
-        errors: list[Exception] = []
-        for cid, committable in committables:
+        def abort(pair: tuple[int, Committable]) -> None:
+            cid, committable = pair
             try:
                 self.abort(committable, cid)
             except Exception as exc:
                 log.warning("sink %s: aborting a transaction of checkpoint %d failed: %r", self.name, cid, exc)
-                errors.append(exc)
-        if errors:
-            raise errors[0]
+                raise
+
+        attempt_each(committables, abort)
 
     def abort_lingering(self, keep: Sequence[Committable], checkpoint_id: int | None) -> list[str]:
         self.recover_and_abort(keep, checkpoint_id)

@@ -1,4 +1,5 @@
-"""The one loop that ends a sink's transactions, checkpoint by checkpoint, for both Kafka sinks:
+"""How the Kafka sink ends its transactions, checkpoint by checkpoint, through the one loop that ends
+transactions (``twophase.participants.attempt_each``), for both Kafka sinks:
 the in-process :class:`~connectors.kafka.sink.kafka_sink.KafkaSink` and the Spark sink's
 driver (``connectors/spark/sink_driver.py``), through the one Kafka committing participant
 (``committing_participant.py``).
@@ -17,6 +18,7 @@ from typing import Sequence
 
 from connectors.kafka.sink.committable import KafkaCommittable
 from connectors.kafka.sink.committer import KafkaTransactionCommitter
+from twophase.participants import attempt_each
 
 log = logging.getLogger(__name__)
 
@@ -33,31 +35,20 @@ def commit_by_checkpoint(committer: KafkaTransactionCommitter, committables: Seq
                          recovering: bool = False) -> None:
     """Commit every checkpoint's transactions; the first error is raised once every checkpoint
     was attempted. ``recovering``: they come from a restored checkpoint (logged per checkpoint)."""
-    errors: list[Exception] = []
-    for checkpoint_id, group in by_checkpoint(committables):
+    def commit(checkpoint: tuple[int, list[KafkaCommittable]]) -> None:
+        checkpoint_id, group = checkpoint
         started = time.monotonic()
-        try:
-            committer.commit_all(group, checkpoint_id)
-        except Exception as exc:
-            errors.append(exc)
-            continue
+        committer.commit_all(group, checkpoint_id)
         if recovering:
             log.info("re-committed %d transaction(s) of checkpoint %d on restore (%.0f ms): %s", len(group),
                      checkpoint_id, (time.monotonic() - started) * 1000,
                      ", ".join(str(c.transactional_id) for c in group))
-    if errors:
-        raise errors[0]
+
+    attempt_each(by_checkpoint(committables), commit)
 
 
 def abort_by_checkpoint(committer: KafkaTransactionCommitter,
                         committables: Sequence[tuple[int, KafkaCommittable]]) -> None:
     """Abort every checkpoint's transactions; the first error is raised once every checkpoint was
     attempted."""
-    errors: list[Exception] = []
-    for checkpoint_id, group in by_checkpoint(committables):
-        try:
-            committer.abort_all(group, checkpoint_id)
-        except Exception as exc:
-            errors.append(exc)
-    if errors:
-        raise errors[0]
+    attempt_each(by_checkpoint(committables), lambda checkpoint: committer.abort_all(checkpoint[1], checkpoint[0]))

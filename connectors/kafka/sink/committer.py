@@ -35,6 +35,7 @@ from connectors.kafka.errors import (
     LostTransaction,
     TransactionLostError,
 )
+from twophase.participants import attempt_each
 
 log = logging.getLogger(__name__)
 
@@ -219,12 +220,11 @@ class KafkaTransactionCommitter:
     def abort_all(self, committables: Iterable[KafkaCommittable], checkpoint_id: int) -> None:
         """Abort every transaction given; all are attempted even when one fails, then the first
         error is raised."""
-        errors: list[Exception] = []
-        for committable in committables:
+        def abort(committable: KafkaCommittable) -> None:
             try:
                 self.abort(committable, checkpoint_id)
             except Exception as exc:
                 log.warning("checkpoint %d: abort of %s failed: %r", checkpoint_id, committable.transactional_id, exc)
-                errors.append(exc)
-        if errors:
-            raise errors[0]
+                raise
+
+        attempt_each(committables, abort)

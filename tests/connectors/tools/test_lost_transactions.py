@@ -5,6 +5,8 @@ bring them back. Transactions time out on the fake cluster by moving its clock."
 
 import json
 import pickle
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +22,8 @@ from connectors.tools import cli  # noqa: E402
 from connectors.tools import replay_jobs  # noqa: E402
 from connectors.monitoring.prometheus_metrics import exposition  # noqa: E402
 from connectors.monitoring.status import attention_reasons  # noqa: E402
+# The status tests' query double, found whichever test module pytest collects first.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "monitoring"))
 from test_status import QUERY_ID, ROWS_PER_TASK, new_query  # noqa: E402
 from twophase.checkpoint_statistics import CheckpointOutcome  # noqa: E402
 from twophase.errors import KafkaEosError  # noqa: E402
