@@ -50,7 +50,8 @@ from twophase.participants import CheckpointParticipant, CommittingParticipant, 
 
 log = logging.getLogger(__name__)
 
-#: What one committing participant must end for a checkpoint: ``(checkpoint id, committable)``.
+#: Each committing participant with what it must end for a checkpoint: its ``(checkpoint id,
+#: committable)`` pairs.
 Work = list[tuple[CommittingParticipant[Any], list[Any]]]
 
 

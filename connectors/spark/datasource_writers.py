@@ -38,20 +38,6 @@ class _KafkaWriting:
         self.schema = schema
         self.committed_through = committed_through
 
-    def _commit(self, context: BatchContext, messages: Sequence[WriterCommitMessage | None]) -> None:
-        driver = SparkSinkDriver(self.options)
-        try:
-            driver.commit(context, messages)
-        finally:
-            driver.close()
-
-    def _fail(self, context: BatchContext, messages: Sequence[WriterCommitMessage | None]) -> None:
-        driver = SparkSinkDriver(self.options)
-        try:
-            driver.fail(context, messages)
-        finally:
-            driver.close()
-
 
 class KafkaEosStreamWriter(_KafkaWriting, DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
@@ -69,11 +55,13 @@ class KafkaEosStreamWriter(_KafkaWriting, DataSourceStreamArrowWriter):
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         if self.options.config.exactly_once:
-            self._commit(BatchContext(batchId), messages)
+            with SparkSinkDriver(self.options) as driver:
+                driver.commit(BatchContext(batchId), messages)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         if self.options.config.exactly_once:
-            self._fail(BatchContext(batchId), messages)
+            with SparkSinkDriver(self.options) as driver:
+                driver.fail(BatchContext(batchId), messages)
 
 
 class KafkaEosBatchWriter(_KafkaWriting, DataSourceArrowWriter):
@@ -97,8 +85,10 @@ class KafkaEosBatchWriter(_KafkaWriting, DataSourceArrowWriter):
         if ids - {self.context.checkpoint_id}:
             raise IllegalStateError(f"kafka-eos: tasks of one batch write reported checkpoints {sorted(ids)}")
         if ids:
-            self._commit(self.context, messages)
+            with SparkSinkDriver(self.options) as driver:
+                driver.commit(self.context, messages)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         if self.options.config.exactly_once:
-            self._fail(self.context, messages)
+            with SparkSinkDriver(self.options) as driver:
+                driver.fail(self.context, messages)

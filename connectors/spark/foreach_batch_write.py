@@ -65,8 +65,7 @@ def write_dataframe(df: DataFrame, options: SinkOptions, context: BatchContext, 
     the recovery (no task of the run has written yet)."""
     # Before mapInArrow makes the task function, which takes the Python its workers run from it.
     use_session_python(df.sparkSession)
-    driver = SparkSinkDriver(options)
-    try:
+    with SparkSinkDriver(options) as driver:
         committed_through = driver.prepare(df.schema, context, first_of_run=first_write)
         task = _WriteTask(options, context.checkpoint_id, committed_through)
         try:
@@ -84,8 +83,6 @@ def write_dataframe(df: DataFrame, options: SinkOptions, context: BatchContext, 
         if not options.config.exactly_once:
             return None
         return driver.commit(context, messages)
-    finally:
-        driver.close()
 
 
 def _python_exec(df: DataFrame) -> str | None:

@@ -92,11 +92,8 @@ def prepare_before_tasks(options: SinkOptions, schema: StructType, *, first_of_r
     if options.streaming and options.checkpoint_location is not None:
         planned = read_query_checkpoint(options.checkpoint_location).last_planned_batch()
         context = None if planned is None else BatchContext(planned)
-    driver = SparkSinkDriver(options)
-    try:
+    with SparkSinkDriver(options) as driver:
         return driver.prepare(schema, context, first_of_run=first_of_run)
-    finally:
-        driver.close()
 
 
 class SparkSinkDriver:
@@ -243,3 +240,9 @@ class SparkSinkDriver:
 
     def close(self) -> None:
         self.committer.close()
+
+    def __enter__(self) -> "SparkSinkDriver":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -29,8 +29,6 @@ from twophase.participants import CommittingParticipant
 class KafkaCommittingParticipant(CommittingParticipant[KafkaCommittable]):
     """A checkpoint's state for it is the list of its transactions' committables (JSON)."""
 
-    acknowledges_externally = True
-
     def __init__(self, committer: KafkaTransactionCommitter, name: str, *, slot: int | None = None,
                  in_flight: Sequence[str] = (), sweeps_after_commit: bool = False) -> None:
         self.name = name
