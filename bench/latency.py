@@ -170,6 +170,8 @@ def measure(job: str, rate: int, trigger: str, args: argparse.Namespace, bootstr
                "--sink-format", sink, "--delivery-guarantee", guarantee, "--metrics-file", str(metrics)]
     if jars:
         command += ["--jars", jars]
+    if args.max_partitions and source == "kafka-eos":
+        command += ["--max-partitions", str(args.max_partitions)]
     result = Measurement(job, rate, trigger)
     stderr = work / f"{tag}.stderr"
     with open(work / f"{tag}.stdout", "wb") as out, open(stderr, "wb") as err:
@@ -275,6 +277,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--duration-s", type=float, default=30, help="the measured window")
     parser.add_argument("--tail-s", type=float, default=8, help="after the window, for its last records to arrive")
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--max-partitions", type=int, default=None,
+                        help="eos.maxPartitions of the kit's source (the jobs that read with it)")
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--spark-kafka-jars", default=None, metavar="PATHS|DIR")

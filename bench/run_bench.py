@@ -1028,6 +1028,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
+    parser.add_argument("--max-partitions", type=int, default=None,
+                        help="eos.maxPartitions of the kit's source (the runs that read with it)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--runs", default=None,
                         help=f"comma-separated subset of {', '.join(ALL_RUNS)} (default: all; "
@@ -1203,6 +1205,8 @@ def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp
                 # The first repetition of each Spark config is traced with --trace.
                 run.trace_file = work / f"{tag}.trace.jsonl" if args.trace and repetition == 1 else None
                 run.env = spark_env(base_env, run.trace_file)
+                if args.max_partitions:  # read only by the kit's source
+                    run.command += ["--max-partitions", str(args.max_partitions)]
                 if config in FOREACH_BATCH_RUNS:
                     run.command += ["--sink-format", FOREACH_BATCH_SINK]
                 if config in ZIP_RUNS:

@@ -63,6 +63,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "security.protocol=SASL_SSL; may repeat")
     parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                         help="a kafka-eos option of both the source and the sink, e.g. eos.brokerRetryTimeoutMs=30000")
+    parser.add_argument("--max-partitions", type=int, default=None,
+                        help="eos.maxPartitions of the kit's source: at most this many read tasks per batch, and so "
+                             "write tasks and transactions, e.g. the executors' cores (default: one per Kafka "
+                             "partition, as Spark's source)")
     parser.add_argument("--commit-offsets-to-group", default=None,
                         help="eos.commitOffsetsToGroup of the source (lag monitoring)")
     parser.add_argument("--py-files", default=None,
@@ -130,6 +134,8 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
         # Spark's source reads read_uncommitted by default: records of aborted input transactions
         # would reach the output. Its offsets in Spark's offset log are what makes a replay exact.
         source = source.option("kafka.isolation.level", "read_committed")
+    if args.max_partitions and args.source_format == "kafka-eos":
+        source = source.option("eos.maxPartitions", str(args.max_partitions))
     if args.commit_offsets_to_group and args.source_format == "kafka-eos":
         source = source.option("eos.commitOffsetsToGroup", args.commit_offsets_to_group)
     source = source.load()

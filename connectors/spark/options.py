@@ -41,7 +41,7 @@ _SPARK_INTERNAL = {"checkpointlocation", "path", "queryname"}
 SOURCE_OPTIONS = (
     "kafka.bootstrap.servers", "kafka.*", "subscribe", "subscribePattern", "assign",
     "startingOffsets", "endingOffsets", "startingOffsetsByTimestamp", "maxOffsetsPerTrigger",
-    "minPartitions", "failOnDataLoss", "includeHeaders", "eos.commitOffsetsToGroup",
+    "minPartitions", "eos.maxPartitions", "failOnDataLoss", "includeHeaders", "eos.commitOffsetsToGroup",
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "eos.brokerRetryTimeoutMs",
 )
 SINK_OPTIONS = (
@@ -171,6 +171,8 @@ class SourceOptions:
     config: KafkaSourceConfig
     max_offsets_per_trigger: int | None
     min_partitions: int | None
+    #: eos.maxPartitions: at most this many read tasks a batch; ranges share a task beyond it.
+    max_partitions: int | None
     include_headers: bool
 
 
@@ -224,10 +226,16 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
         raise
     except ValueError as exc:
         raise KafkaEosOptionError(str(exc)) from exc
+    min_partitions = _int(options, "minPartitions", None, 1)
+    max_partitions = _int(options, "eos.maxPartitions", None, 1)
+    if min_partitions is not None and max_partitions is not None and max_partitions < min_partitions:
+        raise KafkaEosOptionError(f"option eos.maxPartitions must be >= minPartitions ({min_partitions}), "
+                                  f"got {max_partitions}")
     return SourceOptions(
         config=config,
         max_offsets_per_trigger=max_per_trigger,
-        min_partitions=_int(options, "minPartitions", None, 1),
+        min_partitions=min_partitions,
+        max_partitions=max_partitions,
         include_headers=_bool(options, "includeHeaders", False),
     )
 

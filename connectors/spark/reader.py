@@ -35,8 +35,8 @@ from twophase.errors import InvalidValueError
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class KafkaRangePartition(InputPartition):
+@dataclass(frozen=True, order=True)
+class OffsetRange:
     """The offsets [start, end) of one Kafka partition (or a slice of it, for minPartitions)."""
 
     topic: str
@@ -44,10 +44,34 @@ class KafkaRangePartition(InputPartition):
     start: int
     end: int
 
+    @property
+    def size(self) -> int:
+        return self.end - self.start
 
-def split_ranges(ranges: dict[TopicPartition, tuple[int, int]], min_partitions: int | None) -> list[KafkaRangePartition]:
-    """One Spark partition per Kafka partition range, split further (largest first, in offset
-    order) until there are at least ``min_partitions`` (Spark's minPartitions)."""
+
+@dataclass
+class KafkaReadPartition(InputPartition):
+    """One read task: its offset ranges, read one after another by the worker's reader.
+
+    One range per task by default, as Spark's own Kafka source plans; more under
+    eos.maxPartitions. Planned and read by the same kit version in one run: Spark keeps the
+    offsets in its offset log, never these objects."""
+
+    ranges: tuple[OffsetRange, ...]
+
+
+def plan_read_tasks(ranges: dict[TopicPartition, tuple[int, int]], min_partitions: int | None,
+                    max_partitions: int | None = None) -> list[KafkaReadPartition]:
+    """The read tasks of one batch.
+
+    1. One range per Kafka partition with records to read, split further (largest first, in
+       offset order) until there are at least ``min_partitions`` (Spark's minPartitions).
+    2. With ``max_partitions`` (eos.maxPartitions) and more ranges than that, the ranges share
+       tasks, largest first into the least loaded task. Every task of a batch is a write task
+       too when the query writes to the kit's sink, and each one pays a producer's set-up and a
+       transaction: tasks beyond the executors' cores run in a second wave and add that fixed
+       cost to the batch's latency (bench/README.md, issue 30).
+    """
     pieces = [(tp, s, e) for tp, (s, e) in sorted(ranges.items()) if e > s]
     target = min_partitions or 0
     while len(pieces) < target:
@@ -59,7 +83,18 @@ def split_ranges(ranges: dict[TopicPartition, tuple[int, int]], min_partitions: 
             break
         middle = s + (e - s) // 2
         pieces[index:index + 1] = [(tp, s, middle), (tp, middle, e)]
-    return [KafkaRangePartition(tp.topic, tp.partition, s, e) for tp, s, e in pieces]
+    offset_ranges = [OffsetRange(tp.topic, tp.partition, s, e) for tp, s, e in pieces]
+    if not max_partitions or len(offset_ranges) <= max_partitions:
+        return [KafkaReadPartition((r,)) for r in offset_ranges]
+    tasks: list[list[OffsetRange]] = [[] for _ in range(max_partitions)]
+    loads = [0] * max_partitions
+    for r in sorted(offset_ranges, key=lambda r: r.size, reverse=True):
+        lightest = min(range(max_partitions), key=loads.__getitem__)
+        tasks[lightest].append(r)
+        loads[lightest] += r.size
+    # In topic-partition order within a task, as without the option.
+    return [KafkaReadPartition(tuple(sorted(task, key=lambda r: (r.topic, r.partition, r.start))))
+            for task in tasks]
 
 
 class _KafkaReading:
@@ -91,15 +126,16 @@ class _KafkaReading:
             self._planner = KafkaOffsetPlanner(config, RetryingClusterAdmin(self.clients.admin, config.broker_retry))
         return self._planner
 
-    def _read_range(self, partition: KafkaRangePartition) -> Iterator[pa.RecordBatch]:
-        tp = TopicPartition(partition.topic, partition.partition)
+    def _read_task(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaReadPartition)
         # The worker's warm reader, kept between tasks (connectors/kafka/reader_pool.py).
         with READERS.reader(self.clients, self.options.config.read_committed,
                             self.options.config.client_config) as reader, gc_paused():
-            yield from self._read_batches(reader, tp, partition)
+            for offset_range in partition.ranges:
+                yield from self._read_batches(reader, offset_range)
 
-    def _read_batches(self, reader: RecordReader, tp: TopicPartition,
-                      partition: KafkaRangePartition) -> Iterator[pa.RecordBatch]:
+    def _read_batches(self, reader: RecordReader, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
+        tp = TopicPartition(partition.topic, partition.partition)
         # Streamed, not collected: a task holds one Arrow batch at a time, whatever its range.
         include_headers = self.options.include_headers
 
@@ -169,11 +205,10 @@ class KafkaEosStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTrigge
             start_positions.update({tp: earliest[tp] for tp in new})
         start_positions = self.planner.check_available(start_positions)
         ranges = {tp: (start_positions[tp], e) for tp, e in end_positions.items() if e > start_positions.get(tp, e)}
-        return split_ranges(ranges, self.options.min_partitions)
+        return plan_read_tasks(ranges, self.options.min_partitions, self.options.max_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KafkaRangePartition)
-        return self._read_range(partition)
+        return self._read_task(partition)
 
     def commit(self, end: dict) -> None:
         group = self.options.config.commit_offsets_to_group
@@ -198,11 +233,11 @@ class KafkaEosBatchReader(_KafkaReading, DataSourceReader):
                 raise InvalidValueError(f"endingOffsets {offset} of {tp} is before its startingOffsets {start[tp]}")
         start = self.planner.check_available(start)
         ranges = {tp: (s, end.get(tp, s)) for tp, s in start.items()}
-        return split_ranges(ranges, self.options.min_partitions)
+        return plan_read_tasks(ranges, self.options.min_partitions, self.options.max_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KafkaRangePartition)
-        return self._read_range(partition)
+        return self._read_task(partition)
 
 
-__all__ = ["DataLossError", "KafkaEosBatchReader", "KafkaEosStreamReader", "KafkaRangePartition", "split_ranges"]
+__all__ = ["DataLossError", "KafkaEosBatchReader", "KafkaEosStreamReader", "KafkaReadPartition", "OffsetRange",
+           "plan_read_tasks"]

@@ -187,6 +187,16 @@ def test_batch_write_and_bounded_batch_read(spark, fake, tmp_path):
     assert sorted(r.value for r in got) == sorted(v for _, v in rows)
     assert {r.topic for r in got} == {"out"}
 
+    # eos.maxPartitions: the topic's partitions share one task, each offset read once.
+    partitions = len({r.partition for r in got})
+    assert partitions > 1
+    grouped = (spark.read.format("kafka-eos").option("kafka.bootstrap.servers", fake.bootstrap_servers)
+               .option("subscribe", "out").option("eos.maxPartitions", "1").load())
+    assert grouped.rdd.getNumPartitions() == 1
+    records = grouped.select("partition", "offset", "value").collect()
+    assert len({(r.partition, r.offset) for r in records}) == len(records) == len(rows)
+    assert sorted(r.value for r in records) == sorted(v for _, v in rows)
+
 
 def test_headers_round_trip(spark, fake, tmp_path):
     df = spark.sql("SELECT CAST('k' AS BINARY) AS key, 'v' AS value, "

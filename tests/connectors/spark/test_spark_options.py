@@ -9,7 +9,7 @@ from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, St
 from connectors.kafka.clients import TopicPartition  # noqa: E402
 from connectors.spark.options import parse_sink_options, parse_source_options
 from connectors.spark.errors import KafkaEosOptionError, SinkSchemaError
-from connectors.spark.reader import split_ranges  # noqa: E402
+from connectors.spark.reader import OffsetRange, plan_read_tasks  # noqa: E402
 from connectors.spark.schema import check_sink_schema
 
 BOOT = {"kafka.bootstrap.servers": "localhost:9092"}
@@ -165,14 +165,40 @@ def test_sink_schema_rules():
         check_sink_schema(StructType([*KEY_VALUE, StructField("headers", ArrayType(StringType()))]), "out")
 
 
-def test_split_ranges_honours_min_partitions():
+def test_read_tasks_honour_min_partitions():
     a, b = TopicPartition("t", 0), TopicPartition("t", 1)
-    pieces = split_ranges({a: (0, 100), b: (10, 12)}, min_partitions=5)
-    assert len(pieces) >= 5
+    tasks = plan_read_tasks({a: (0, 100), b: (10, 12)}, min_partitions=5)
+    assert len(tasks) >= 5 and all(len(task.ranges) == 1 for task in tasks)
+    pieces = [r for task in tasks for r in task.ranges]
     covered = sorted((p.topic, p.partition, p.start, p.end) for p in pieces)
     assert sum(p.end - p.start for p in pieces) == 102
     assert [c for c in covered if c[1] == 0][0][2] == 0 and max(c[3] for c in covered if c[1] == 0) == 100
-    assert split_ranges({a: (5, 5)}, None) == []
+    assert plan_read_tasks({a: (5, 5)}, None) == []
+
+
+def test_max_partitions_groups_ranges_into_balanced_tasks_covering_every_offset_once():
+    tps = [TopicPartition("t", p) for p in range(5)]
+    ranges = {tps[0]: (0, 100), tps[1]: (0, 60), tps[2]: (0, 50), tps[3]: (7, 7), tps[4]: (40, 80)}
+    tasks = plan_read_tasks(ranges, None, max_partitions=2)
+    assert len(tasks) == 2
+    assert sorted(r for task in tasks for r in task.ranges) == sorted(
+        OffsetRange("t", tp.partition, s, e) for tp, (s, e) in ranges.items() if e > s)
+    assert sorted(sum(r.size for r in task.ranges) for task in tasks) == [110, 140]
+    # Within a task, in partition order; fewer ranges than the limit: one range per task.
+    assert all(list(task.ranges) == sorted(task.ranges, key=lambda r: r.partition) for task in tasks)
+    assert [len(t.ranges) for t in plan_read_tasks(ranges, None, max_partitions=8)] == [1, 1, 1, 1]
+    # minPartitions splits first, then maxPartitions groups.
+    split = plan_read_tasks({tps[0]: (0, 100)}, min_partitions=4, max_partitions=4)
+    assert [(r.start, r.end) for t in split for r in t.ranges] == [(0, 25), (25, 50), (50, 75), (75, 100)]
+
+
+def test_max_partitions_option_is_checked():
+    assert source(subscribe="in", **{"eos.maxPartitions": "2"}).max_partitions == 2
+    assert source(subscribe="in").max_partitions is None
+    with pytest.raises(KafkaEosOptionError, match="option eos.maxPartitions must be an integer >= 1, got 0"):
+        source(subscribe="in", **{"eos.maxPartitions": "0"})
+    with pytest.raises(KafkaEosOptionError, match=r"option eos.maxPartitions must be >= minPartitions \(4\), got 2"):
+        source(subscribe="in", minPartitions="4", **{"eos.maxPartitions": "2"})
 
 
 def test_broker_retry_options():
