@@ -131,32 +131,49 @@ class _KafkaReading:
         # The worker's warm reader, kept between tasks (connectors/kafka/reader_pool.py).
         with READERS.reader(self.clients, self.options.config.read_committed,
                             self.options.config.client_config) as reader, gc_paused():
-            for offset_range in partition.ranges:
-                yield from self._read_batches(reader, offset_range)
+            for ranges in _together(partition.ranges):
+                yield from self._read_batches(reader, ranges)
 
-    def _read_batches(self, reader: RecordReader, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
-        tp = TopicPartition(partition.topic, partition.partition)
-        # Streamed, not collected: a task holds one Arrow batch at a time, whatever its range.
+    def _read_batches(self, reader: RecordReader,
+                      ranges: dict[TopicPartition, tuple[int, int]]) -> Iterator[pa.RecordBatch]:
+        # Streamed, not collected: a task holds one Arrow batch at a time, whatever its ranges.
         include_headers = self.options.include_headers
 
-        def arrow_from(start: int) -> Iterator[pa.RecordBatch]:
-            return batches_to_arrow(reader.read_batches({tp: (start, partition.end)}, include_headers),
-                                    include_headers)
+        def arrow_from(ranges: dict[TopicPartition, tuple[int, int]]) -> Iterator[pa.RecordBatch]:
+            return batches_to_arrow(reader.read_batches(ranges, include_headers), include_headers)
 
-        batches = arrow_from(partition.start)
         try:
+            batches = arrow_from(ranges)
             first = next(batches, None)
         except OffsetOutOfRangeError:
-            # Retention removed offsets between planning and reading.
-            earliest = self.planner.check_available({tp: partition.start})[tp]
-            if earliest >= partition.end:
+            # Retention removed offsets between planning and reading. Nothing has reached Spark
+            # yet; should it happen later, the task fails, and its retry lands here.
+            available = self.planner.check_available({tp: start for tp, (start, _) in ranges.items()})
+            ranges = {tp: (available[tp], end) for tp, (_, end) in ranges.items() if end > available[tp]}
+            if not ranges:
                 return
-            batches = arrow_from(earliest)
+            batches = arrow_from(ranges)
             first = next(batches, None)
         if first is None:
             return
         yield first
         yield from batches
+
+
+def _together(ranges: Sequence[OffsetRange]) -> list[dict[TopicPartition, tuple[int, int]]]:
+    """A task's ranges as few reads as possible, each at most one range per Kafka partition.
+
+    Read together, the partitions' fetches overlap: a range that ends in a transaction marker
+    waits for an empty fetch at the end (fetch.wait.max.ms), once for all of them."""
+    reads: list[dict[TopicPartition, tuple[int, int]]] = []
+    for r in ranges:
+        tp = TopicPartition(r.topic, r.partition)
+        free = next((read for read in reads if tp not in read), None)
+        if free is None:
+            free = {}
+            reads.append(free)
+        free[tp] = (r.start, r.end)
+    return reads
 
 
 class KafkaEosStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
