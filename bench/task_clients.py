@@ -49,7 +49,7 @@ def producer_task(clients: KafkaClients, topic: str, transactional_id: str,
     producer = ready
     if producer is None:
         producer = clients.producer(transactional_id, PRODUCER_CONFIG)
-        producer.start_transaction(30)
+        producer.start_transaction(30, topic)  # as a write task does (topic looked up first)
     else:
         producer.begin_transaction()
     producer.produce(topic, b"x", key=b"k", partition=0)

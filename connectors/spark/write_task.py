@@ -10,6 +10,7 @@ that is already committed writes nothing.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -83,6 +84,17 @@ def produce_batch_of(batch: pa.RecordBatch, topic_option: str | None, include_he
                         partitions=partitions, headers=headers)
 
 
+def _first_topic(batches: Iterator[pa.RecordBatch]) -> tuple[Iterator[pa.RecordBatch], str | None]:
+    """The topic column's first value (None without rows), and the batches, none lost."""
+    seen: list[pa.RecordBatch] = []
+    for batch in batches:
+        seen.append(batch)
+        if batch.num_rows:
+            topic = batch.column("topic")[0].as_py() if "topic" in batch.schema.names else None
+            return itertools.chain(seen, batches), topic
+    return iter(seen), None
+
+
 def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], checkpoint_id: int,
                committed_through: int) -> KafkaCommitMessage:
     """Write one task's rows of checkpoint ``checkpoint_id`` and pre-commit them."""
@@ -102,10 +114,16 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], checkpoi
     if config.exactly_once and config.transactional_id_prefix is not None:
         transactional_id = TransactionalIdPool(config.transactional_id_prefix).transactional_id(
             partition_id, checkpoint_id, task_attempt=task_attempt)
+    topic = config.topic
+    if transactional_id is not None and topic is None:
+        # The producer's set-up looks a topic up before InitProducerId, or librdkafka may wait
+        # 500 ms to find the transaction coordinator (ConfluentProducer.start_transaction).
+        # Without the topic option, the topic is the first row's.
+        batches, topic = _first_topic(batches)
     # The producer is made ready (InitProducerId) while Spark computes the task's first rows.
     prepared = None if transactional_id is None else PRODUCERS.prepare(
         clients, transactional_id, KafkaTransactionWriter.producer_config(config), config.flush_timeout_s,
-        config.topic)
+        topic)
     writer = KafkaTransactionWriter(clients, config, transactional_id, checkpoint_id, prepared=prepared)
     try:
         with gc_paused():
