@@ -51,7 +51,7 @@ class OffsetRange:
 
 @dataclass
 class KafkaReadPartition(InputPartition):
-    """One read task: its offset ranges, read one after another by the worker's reader.
+    """One read task: its offset ranges, read together by the worker's reader.
 
     One range per task by default, as Spark's own Kafka source plans; more under
     eos.maxPartitions. Planned and read by the same kit version in one run: Spark keeps the
@@ -163,8 +163,9 @@ class _KafkaReading:
 def _together(ranges: Sequence[OffsetRange]) -> list[dict[TopicPartition, tuple[int, int]]]:
     """A task's ranges as few reads as possible, each at most one range per Kafka partition.
 
-    Read together, the partitions' fetches overlap: a range that ends in a transaction marker
-    waits for an empty fetch at the end (fetch.wait.max.ms), once for all of them."""
+    Read together, the partitions' fetches overlap, and ranges that end in a commit marker,
+    which the reader finds complete only after a consume that returned nothing, wait for it
+    once for all of them."""
     reads: list[dict[TopicPartition, tuple[int, int]]] = []
     for r in ranges:
         tp = TopicPartition(r.topic, r.partition)
