@@ -170,7 +170,7 @@ def measure(job: str, rate: int, trigger: str, args: argparse.Namespace, bootstr
                "--sink-format", sink, "--delivery-guarantee", guarantee, "--metrics-file", str(metrics)]
     if jars:
         command += ["--jars", jars]
-    if args.max_partitions and source == "kafka-eos":
+    if args.max_partitions:  # read only by the kit's source (examples/spark_pipeline.py)
         command += ["--max-partitions", str(args.max_partitions)]
     result = Measurement(job, rate, trigger)
     stderr = work / f"{tag}.stderr"

@@ -26,7 +26,7 @@ from connectors.kafka.errors import (
     KafkaConnectorError,
     RetriableKafkaError,
 )
-from connectors.kafka.clients._confluent.librdkafka import RECONNECT_BACKOFF_MS, map_exception, map_kafka_error
+from connectors.kafka.clients._confluent.librdkafka import base_config, map_exception, map_kafka_error
 from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
@@ -44,9 +44,8 @@ class ConfluentClusterAdmin:
     """Cluster administration through librdkafka's AdminClient."""
 
     def __init__(self, bootstrap_servers: str, config: Mapping[str, Any]) -> None:
-        # No Python logger here: the admin handle is never polled, so forwarded log lines would
-        # pile up in its queue.
-        conf: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, "reconnect.backoff.ms": RECONNECT_BACKOFF_MS}
+        # No Python logger: the admin handle is never polled.
+        conf = base_config(bootstrap_servers, forward_logs=False)
         conf.update(config)
         self._config = dict(config)
         try:

@@ -29,9 +29,13 @@ LIBRDKAFKA_LOG = logging.getLogger("connectors.kafka.clients._confluent.librdkaf
 RECONNECT_BACKOFF_MS = 20
 
 
-def base_config(bootstrap_servers: str) -> dict[str, Any]:
-    return {"bootstrap.servers": bootstrap_servers, "logger": LIBRDKAFKA_LOG,
-            "reconnect.backoff.ms": RECONNECT_BACKOFF_MS}
+def base_config(bootstrap_servers: str, *, forward_logs: bool = True) -> dict[str, Any]:
+    """What every handle starts from; ``forward_logs=False`` for a handle that is never polled,
+    whose forwarded log lines would pile up in its queue."""
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, "reconnect.backoff.ms": RECONNECT_BACKOFF_MS}
+    if forward_logs:
+        config["logger"] = LIBRDKAFKA_LOG
+    return config
 
 
 def _table_key(err: KafkaError) -> int | str:
