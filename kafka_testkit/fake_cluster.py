@@ -16,7 +16,8 @@ measured and written down in ``design/exactly-once-protocol.md``:
   non-transactional and committed records only, and no further than the last stable offset (LSO),
   the first offset of the earliest open transaction of the partition;
 - ``list_offsets``: earliest = log start offset, latest = LSO (read_committed) or high watermark,
-  a timestamp = first offset whose timestamp is >= it, else latest;
+  a timestamp = first offset whose timestamp is >= it (a commit or abort marker included, as
+  Kafka's offsetsForTimes searches every batch), else latest;
 - ``init_transactions`` allocates a producer id once per transactional id, aborts the id's open
   transaction, bumps the epoch and fences every older producer of the id (PRODUCER_FENCED);
 - EndTxn may come from any process that knows (transactional id, producer id, epoch); it bumps
@@ -797,7 +798,7 @@ class _Cluster:
                 else:
                     (found,) = conn.execute(
                         "SELECT MIN(record_offset) FROM records WHERE topic = ? AND partition_id = ?"
-                        " AND kind = 'data' AND timestamp_ms >= ? AND record_offset >= ? AND record_offset < ?",
+                        " AND timestamp_ms >= ? AND record_offset >= ? AND record_offset < ?",
                         (tp.topic, tp.partition, spec, log_start, latest),
                     ).fetchone()
                     result[tp] = latest if found is None else found

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import uuid
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -28,6 +29,26 @@ Offsets = dict[str, dict[str, int]]
 # Spark's special values in per-partition JSON offsets.
 EARLIEST = -2
 LATEST = -1
+
+#: startingOffsetsByTimestampStrategy: what a starting timestamp no offset matches does (Spark's).
+NO_MATCH_STRATEGIES = ("error", "latest")
+#: groupIdPrefix's defaults, as Spark's: streaming queries, and batch reads (KafkaSourceProvider).
+STREAMING_GROUP_ID_PREFIX = "spark-kafka-source"
+BATCH_GROUP_ID_PREFIX = "spark-kafka-relation"
+
+
+def unique_group_id(prefix: str) -> str:
+    """The consumer group id of one query's readers, as Spark names its executors' consumers
+    (``<prefix>-<uuid>-executor``): no two queries share a group, so none interferes with another."""
+    return f"{prefix}-{uuid.uuid4()}-executor"
+
+
+def reader_client_config(client_config: Mapping[str, str], group_id: str) -> dict[str, str]:
+    """The client settings of a reader: ``group_id`` as its ``group.id``, unless the user set
+    ``kafka.group.id``, which wins (Spark ignores groupIdPrefix then)."""
+    if "group.id" in client_config:
+        return dict(client_config)
+    return {**client_config, "group.id": group_id}
 
 
 def to_offsets(positions: Mapping[TopicPartition, int]) -> Offsets:
@@ -66,10 +87,20 @@ class KafkaSourceConfig:
     assign: Mapping[str, Sequence[int]] | None = None
     #: "earliest", "latest", or explicit per-partition offsets (EARLIEST / LATEST allowed as values).
     starting_offsets: str | Mapping[TopicPartition, int] = "latest"
-    #: Per-partition start timestamps (ms); overrides starting_offsets for those partitions.
+    #: startingOffsetsByTimestamp: per-partition start timestamps (ms), every partition named;
+    #: takes precedence over starting_offsets.
     starting_timestamps: Mapping[TopicPartition, int] | None = None
+    #: startingTimestamp: one start timestamp (ms) for every partition; takes precedence over both.
+    starting_timestamp: int | None = None
+    #: startingOffsetsByTimestampStrategy: a start timestamp that no offset matches fails the
+    #: query ("error") or starts at the latest offset ("latest").
+    starting_timestamp_strategy: str = "error"
     #: For bounded reads: "latest" or explicit per-partition offsets. None: unbounded.
     ending_offsets: str | Mapping[TopicPartition, int] | None = None
+    #: endingOffsetsByTimestamp (per partition) and endingTimestamp (all partitions), bounded
+    #: reads only, in the same precedence; an end timestamp no offset matches ends at the latest.
+    ending_timestamps: Mapping[TopicPartition, int] | None = None
+    ending_timestamp: int | None = None
     fail_on_data_loss: bool = True
     read_committed: bool = True
     #: Consumer group to which completed checkpoints' offsets are committed, for lag monitoring only.
@@ -77,6 +108,8 @@ class KafkaSourceConfig:
     client_config: Mapping[str, str] = field(default_factory=dict)
     #: How planning requests (offsets, partitions) ride through a broker restart.
     broker_retry: BrokerRetryPolicy = field(default_factory=BrokerRetryPolicy)
+    #: groupIdPrefix: the prefix of the consumer group id of the source's readers.
+    group_id_prefix: str = STREAMING_GROUP_ID_PREFIX
 
     def __post_init__(self) -> None:
         chosen = [name for name, value in (("subscribe", self.subscribe),
@@ -97,6 +130,9 @@ class KafkaSourceConfig:
                 raise InvalidValueError(f"{option} must be 'earliest', 'latest' or per-partition JSON, got {value!r}")
         if self.ending_offsets == "earliest":
             raise InvalidValueError("endingOffsets must be 'latest' or per-partition JSON, not 'earliest'")
+        if self.starting_timestamp_strategy not in NO_MATCH_STRATEGIES:
+            raise InvalidValueError(f"startingOffsetsByTimestampStrategy must be one of "
+                                    f"{', '.join(NO_MATCH_STRATEGIES)}, got {self.starting_timestamp_strategy!r}")
 
 
 class KafkaOffsetPlanner:
@@ -128,13 +164,61 @@ class KafkaOffsetPlanner:
         partitions = self.partitions()
         if not partitions:
             return {}
+        # Spark's precedence: startingTimestamp, then startingOffsetsByTimestamp, then startingOffsets.
+        if self.config.starting_timestamp is not None:
+            return self._offsets_for_times({tp: self.config.starting_timestamp for tp in partitions},
+                                           "startingTimestamp", starting=True)
+        if self.config.starting_timestamps is not None:
+            return self._offsets_for_times(self._named(partitions, self.config.starting_timestamps,
+                                                       "startingOffsetsByTimestamp"),
+                                           "startingOffsetsByTimestamp", starting=True)
         start = self.config.starting_offsets
         if isinstance(start, str):
-            offsets = self.admin.list_offsets(partitions, start, self.config.read_committed)
-        else:
-            offsets = self._resolve_special(partitions, start, "startingOffsets")
-        for tp, ts in (self.config.starting_timestamps or {}).items():
-            offsets[tp] = self.admin.list_offsets([tp], int(ts), self.config.read_committed)[tp]
+            return self.admin.list_offsets(partitions, start, self.config.read_committed)
+        return self._resolve_special(partitions, start, "startingOffsets")
+
+    @staticmethod
+    def _named(partitions: Sequence[TopicPartition], explicit: Mapping[TopicPartition, int],
+               option: str) -> dict[TopicPartition, int]:
+        """``explicit``'s values for every partition read; as Spark, every one must be named."""
+        missing = [str(tp) for tp in partitions if tp not in explicit]
+        if missing:
+            raise InvalidValueError(f"{option} does not specify timestamps for partitions {missing}; "
+                                    "it must name every partition the query reads")
+        return {tp: int(explicit[tp]) for tp in partitions}
+
+    def _offsets_for_times(self, timestamps: Mapping[TopicPartition, int], option: str, *,
+                           starting: bool) -> dict[TopicPartition, int]:
+        """The first offset of each partition whose record timestamp is >= its timestamp (Kafka's
+        offsetsForTimes). Where none is, an end is the latest offset, and a start is as
+        startingOffsetsByTimestampStrategy says: the query fails ("error"), or starts at the latest.
+
+        The seam answers "no match" with the latest offset, so the latest offsets are listed after
+        the timestamps: an answer at or past them matched nothing. (A record appended between
+        the two requests makes a no-match look like a match at the old end, which is where
+        the records after the timestamp start anyway.)"""
+        by_time: dict[int, list[TopicPartition]] = {}
+        for tp, ts in timestamps.items():
+            if ts < 0:
+                raise InvalidValueError(f"{option}: the timestamp of {tp} must be >= 0 (ms since the epoch), got {ts}")
+            by_time.setdefault(int(ts), []).append(tp)
+        found: dict[TopicPartition, int] = {}
+        for ts, tps in by_time.items():
+            found.update(self.admin.list_offsets(tps, ts, self.config.read_committed))
+        latest = self.admin.list_offsets(list(timestamps), "latest", self.config.read_committed)
+        offsets = {}
+        for tp, ts in timestamps.items():
+            if found[tp] < latest[tp]:
+                offsets[tp] = found[tp]
+                continue
+            if starting and self.config.starting_timestamp_strategy == "error":
+                raise InvalidValueError(
+                    f"{option}: no offset of {tp.topic} partition {tp.partition} has a timestamp at or "
+                    f"after {ts}; set startingOffsetsByTimestampStrategy=latest to start such "
+                    "partitions at their latest offset")
+            log.info("%s: no record of %s at or after timestamp %d; %s at the latest offset %d",
+                     option, tp, ts, "starting" if starting else "ending", latest[tp])
+            offsets[tp] = latest[tp]
         return offsets
 
     def _resolve_special(self, partitions: Sequence[TopicPartition], explicit: Mapping[TopicPartition, int],
@@ -155,6 +239,14 @@ class KafkaOffsetPlanner:
         if end is None:
             return None
         partitions = self.partitions()
+        # Spark's precedence: endingTimestamp, then endingOffsetsByTimestamp, then endingOffsets.
+        if self.config.ending_timestamp is not None:
+            return self._offsets_for_times({tp: self.config.ending_timestamp for tp in partitions},
+                                           "endingTimestamp", starting=False)
+        if self.config.ending_timestamps is not None:
+            return self._offsets_for_times(self._named(partitions, self.config.ending_timestamps,
+                                                       "endingOffsetsByTimestamp"),
+                                           "endingOffsetsByTimestamp", starting=False)
         if end == "latest":
             return self.admin.list_offsets(partitions, "latest", self.config.read_committed)
         assert not isinstance(end, str)
@@ -229,6 +321,7 @@ class KafkaSource(ResettableSource[Offsets]):
         self.clients = clients or clients_for(config.bootstrap_servers, config.client_config)
         self.admin = RetryingClusterAdmin(self.clients.admin, config.broker_retry)
         self.planner = KafkaOffsetPlanner(config, self.admin)
+        self.group_id = unique_group_id(config.group_id_prefix)
         self._reader: RecordReader | None = None
         self._positions: dict[TopicPartition, int] = {}
         self._end: dict[TopicPartition, int] | None = None
@@ -238,7 +331,8 @@ class KafkaSource(ResettableSource[Offsets]):
     def reader(self) -> RecordReader:
         if self._reader is None:
             self._reader = self.clients.reader(read_committed=self.config.read_committed,
-                                               config=self.config.client_config)
+                                               config=reader_client_config(self.config.client_config,
+                                                                           self.group_id))
         return self._reader
 
     def positions(self) -> dict[TopicPartition, int]:

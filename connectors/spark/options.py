@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import os
 import posixpath
+import re
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -30,18 +32,30 @@ from connectors.kafka.sink.config import (
     KafkaSinkConfig,
     default_transactional_id_prefix,
 )
-from connectors.kafka.source import KafkaSourceConfig, parse_offsets_json as _parse_offsets_json
+from connectors.kafka.source import (
+    BATCH_GROUP_ID_PREFIX,
+    NO_MATCH_STRATEGIES,
+    STREAMING_GROUP_ID_PREFIX,
+    KafkaSourceConfig,
+    parse_offsets_json as _parse_offsets_json,
+    unique_group_id,
+)
 from connectors.spark.errors import KafkaEosOptionError
 from twophase.state_storage import canonical_location
 from twophase.errors import UnsupportedStateLocationError
+
+log = logging.getLogger(__name__)
 
 # Spark's own options that reach a data source; never ours to refuse.
 _SPARK_INTERNAL = {"checkpointlocation", "path", "queryname"}
 
 SOURCE_OPTIONS = (
     "kafka.bootstrap.servers", "kafka.*", "subscribe", "subscribePattern", "assign",
-    "startingOffsets", "endingOffsets", "startingOffsetsByTimestamp", "maxOffsetsPerTrigger",
-    "minPartitions", "eos.maxPartitions", "failOnDataLoss", "includeHeaders", "eos.commitOffsetsToGroup",
+    "startingOffsets", "endingOffsets", "startingOffsetsByTimestamp", "startingTimestamp",
+    "startingOffsetsByTimestampStrategy", "endingOffsetsByTimestamp", "endingTimestamp",
+    "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
+    "minPartitions", "maxRecordsPerPartition", "eos.maxPartitions", "failOnDataLoss", "includeHeaders",
+    "groupIdPrefix", "kafkaConsumer.pollTimeoutMs", "eos.commitOffsetsToGroup",
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "eos.brokerRetryTimeoutMs",
 )
 SINK_OPTIONS = (
@@ -125,6 +139,41 @@ def _int(options: Mapping[str, str], name: str, default: int | None, minimum: in
     return value
 
 
+#: maxTriggerDelay's default, as Spark's (KafkaSourceProvider.DEFAULT_MAX_TRIGGER_DELAY).
+DEFAULT_MAX_TRIGGER_DELAY = "15m"
+#: kafkaConsumer.pollTimeoutMs's default: the kit's reader stall timeout (Spark's is 120000,
+#: spark.network.timeout); a read that a lost broker stalls fails sooner, and Spark retries it.
+DEFAULT_POLL_TIMEOUT_MS = 30_000
+
+# Spark's time strings (JavaUtils.timeStringAs): a whole number and an optional unit, ms without one.
+_DURATION = re.compile(r"^(\d+)\s*([a-z]+)?$")
+_DURATION_UNIT_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
+                     "d": 86_400_000}
+
+
+def _duration_ms(options: Mapping[str, str], name: str, default: str) -> int:
+    raw = _get(options, name) or default
+    match = _DURATION.match(raw.strip().lower())
+    if match is None or (match.group(2) or "ms") not in _DURATION_UNIT_MS:
+        raise KafkaEosOptionError(f"option {name} must be a duration like 15m, 30s or 500ms "
+                                  f"(units: {', '.join(_DURATION_UNIT_MS)}), got {raw!r}")
+    return int(int(match.group(1)) * _DURATION_UNIT_MS[match.group(2) or "ms"])
+
+
+def _timestamp(options: Mapping[str, str], name: str) -> int | None:
+    raw = _get(options, name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise KafkaEosOptionError(f"option {name} must be one timestamp in ms since the epoch, "
+                                  f"e.g. 1700000000000, got {raw!r}") from None
+    if value < 0:
+        raise KafkaEosOptionError(f"option {name} must be a timestamp >= 0 (ms since the epoch), got {value}")
+    return value
+
+
 def _client_config(options: Mapping[str, str]) -> dict[str, str]:
     """``kafka.*`` options minus the prefix, passed to the Kafka clients as they are."""
     config = {}
@@ -174,6 +223,52 @@ class SourceOptions:
     #: eos.maxPartitions: at most this many read tasks a batch; ranges share a task beyond it.
     max_partitions: int | None
     include_headers: bool
+    #: minOffsetsPerTrigger: a trigger with fewer new offsets than this runs no batch, until
+    #: max_trigger_delay_ms has passed since the last batch (Spark's KafkaMicroBatchStream).
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
+    #: maxRecordsPerPartition: no read task holds more offsets than this.
+    max_records_per_partition: int | None = None
+    #: The group.id of this query's readers: <groupIdPrefix>-<uuid>-executor, made once per query
+    #: on the driver and pickled with the reader to the executors (kafka.group.id wins).
+    group_id: str = ""
+    #: kafkaConsumer.pollTimeoutMs: a read that makes no progress this long fails (and is retried).
+    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+
+
+def _starting_offsets(options: Mapping[str, str], streaming: bool) -> str | dict[TopicPartition, int]:
+    starting = (_get(options, "startingOffsets") or ("latest" if streaming else "earliest")).strip()
+    if starting.lower() in ("earliest", "latest"):
+        return starting.lower()
+    return parse_offsets_json(starting, "startingOffsets")
+
+
+def _timestamps_json(options: Mapping[str, str], name: str) -> dict[TopicPartition, int] | None:
+    raw = _get(options, name)
+    if raw is None:
+        return None
+    try:
+        return _parse_offsets_json(raw, name)
+    except ValueError:
+        raise KafkaEosOptionError(f'option {name} must be JSON like {{"topicA":{{"0":1700000000000,'
+                                  f'"1":1700000000000}}}} (ms since the epoch), got {raw!r}') from None
+
+
+def _check_timestamp_order(start: int | dict[TopicPartition, int] | None,
+                           end: int | dict[TopicPartition, int] | None) -> None:
+    """As Spark's checkOffsetLimitValidity: per-partition start and end timestamps name the same
+    partitions, and no start is after its end; a global start is not after a global end."""
+    if isinstance(start, int) and isinstance(end, int) and start > end:
+        raise KafkaEosOptionError(f"option startingTimestamp ({start}) must not be after endingTimestamp ({end})")
+    if isinstance(start, dict) and isinstance(end, dict):
+        if set(start) != set(end):
+            raise KafkaEosOptionError(
+                "options startingOffsetsByTimestamp and endingOffsetsByTimestamp must name the same "
+                f"partitions, got {sorted(map(str, start))} and {sorted(map(str, end))}")
+        for tp in sorted(start):
+            if start[tp] > end[tp]:
+                raise KafkaEosOptionError(f"option startingOffsetsByTimestamp of {tp} ({start[tp]}) must not be "
+                                          f"after its endingOffsetsByTimestamp ({end[tp]})")
 
 
 def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceOptions:
@@ -192,22 +287,49 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
             raise KafkaEosOptionError(
                 f'option assign must be JSON like {{"topicA":[0,1],"topicB":[2,4]}}, got {assign_raw!r}'
             ) from None
-    starting = _get(options, "startingOffsets") or ("latest" if streaming else "earliest")
-    starting_offsets = starting if starting in ("earliest", "latest") else parse_offsets_json(starting, "startingOffsets")
-    by_time_raw = _get(options, "startingOffsetsByTimestamp")
-    starting_timestamps = None
-    if by_time_raw is not None:
-        starting_timestamps = parse_offsets_json(by_time_raw, "startingOffsetsByTimestamp")
-    ending_raw = _get(options, "endingOffsets")
-    if ending_raw is not None and streaming:
-        raise KafkaEosOptionError("option endingOffsets is for batch queries (spark.read) only")
+    starting_offsets = _starting_offsets(options, streaming)
+    starting_timestamp = _timestamp(options, "startingTimestamp")
+    starting_timestamps = _timestamps_json(options, "startingOffsetsByTimestamp")
+    strategy = (_get(options, "startingOffsetsByTimestampStrategy") or "error").strip().lower()
+    if strategy not in NO_MATCH_STRATEGIES:
+        raise KafkaEosOptionError(f"option startingOffsetsByTimestampStrategy must be one of "
+                                  f"{', '.join(NO_MATCH_STRATEGIES)}, got {strategy!r}")
     ending: str | dict[TopicPartition, int] | None = None
-    if not streaming:
-        ending_raw = ending_raw or "latest"
-        ending = ending_raw if ending_raw in ("earliest", "latest") else parse_offsets_json(ending_raw, "endingOffsets")
-    max_per_trigger = _int(options, "maxOffsetsPerTrigger", None, 1)
-    if max_per_trigger is not None and not streaming:
-        raise KafkaEosOptionError("option maxOffsetsPerTrigger is for streaming queries only")
+    ending_timestamp: int | None = None
+    ending_timestamps: dict[TopicPartition, int] | None = None
+    if streaming:
+        for batch_only in ("endingOffsets", "endingOffsetsByTimestamp"):
+            if _get(options, batch_only) is not None:
+                raise KafkaEosOptionError(f"option {batch_only} is for batch queries (spark.read) only")
+        if _get(options, "endingTimestamp") is not None:
+            # Spark's streaming source does not read it either (validateStreamOptions lets it by).
+            log.warning("option endingTimestamp is ignored by streaming queries: it bounds batch reads only")
+    else:
+        ending_raw = (_get(options, "endingOffsets") or "latest").strip()
+        ending = ending_raw.lower() if ending_raw.lower() in ("earliest", "latest") \
+            else parse_offsets_json(ending_raw, "endingOffsets")
+        ending_timestamp = _timestamp(options, "endingTimestamp")
+        ending_timestamps = _timestamps_json(options, "endingOffsetsByTimestamp")
+        _check_timestamp_order(starting_timestamp if starting_timestamp is not None else starting_timestamps,
+                               ending_timestamp if ending_timestamp is not None else ending_timestamps)
+        for trigger_only in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
+            if _get(options, trigger_only) is not None:
+                # As Spark's batch source: a warning, not a failure, so a copied job runs as it did.
+                log.warning("option %s is ignored by batch queries: it paces micro-batches only", trigger_only)
+    max_per_trigger = min_per_trigger = None
+    max_trigger_delay_ms = _duration_ms({}, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY)
+    if streaming:
+        max_per_trigger = _int(options, "maxOffsetsPerTrigger", None, 1)
+        min_per_trigger = _int(options, "minOffsetsPerTrigger", None, 1)
+        if max_per_trigger is not None and min_per_trigger is not None and min_per_trigger > max_per_trigger:
+            raise KafkaEosOptionError(f"option minOffsetsPerTrigger ({min_per_trigger}) must not be higher than "
+                                      f"maxOffsetsPerTrigger ({max_per_trigger})")
+        max_trigger_delay_ms = _duration_ms(options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY)
+    client_config = _client_config(options)
+    prefix = _get(options, "groupIdPrefix")
+    if prefix is not None and "group.id" in client_config:
+        log.warning("option groupIdPrefix is ignored: kafka.group.id is set")
+    prefix = prefix if prefix is not None else STREAMING_GROUP_ID_PREFIX if streaming else BATCH_GROUP_ID_PREFIX
     try:
         config = KafkaSourceConfig(
             bootstrap_servers=servers,
@@ -216,11 +338,16 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
             assign=assign,
             starting_offsets=starting_offsets,
             starting_timestamps=starting_timestamps,
+            starting_timestamp=starting_timestamp,
+            starting_timestamp_strategy=strategy,
             ending_offsets=ending,
+            ending_timestamps=ending_timestamps,
+            ending_timestamp=ending_timestamp,
             fail_on_data_loss=_bool(options, "failOnDataLoss", True),
             commit_offsets_to_group=_get(options, "eos.commitOffsetsToGroup"),
-            client_config=_client_config(options),
+            client_config=client_config,
             broker_retry=_broker_retry(options, source=True),
+            group_id_prefix=prefix,
         )
     except KafkaEosOptionError:
         raise
@@ -231,12 +358,19 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
     if min_partitions is not None and max_partitions is not None and max_partitions < min_partitions:
         raise KafkaEosOptionError(f"option eos.maxPartitions must be >= minPartitions ({min_partitions}), "
                                   f"got {max_partitions}")
+    poll_timeout_ms = _int(options, "kafkaConsumer.pollTimeoutMs", DEFAULT_POLL_TIMEOUT_MS, 1)
+    assert poll_timeout_ms is not None
     return SourceOptions(
         config=config,
         max_offsets_per_trigger=max_per_trigger,
         min_partitions=min_partitions,
         max_partitions=max_partitions,
         include_headers=_bool(options, "includeHeaders", False),
+        min_offsets_per_trigger=min_per_trigger,
+        max_trigger_delay_ms=max_trigger_delay_ms,
+        max_records_per_partition=_int(options, "maxRecordsPerPartition", None, 1),
+        group_id=unique_group_id(prefix),
+        poll_timeout_ms=poll_timeout_ms,
     )
 
 

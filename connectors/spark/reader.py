@@ -9,8 +9,9 @@ records, which is what makes the source replayable.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -26,7 +27,7 @@ from connectors.kafka.clients import KafkaClients, RecordReader, TopicPartition
 from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.errors import DataLossError, OffsetOutOfRangeError
 from connectors.kafka.reader_pool import READERS
-from connectors.kafka.source import KafkaOffsetPlanner, from_offsets, plan_ranges, to_offsets
+from connectors.kafka.source import KafkaOffsetPlanner, from_offsets, plan_ranges, reader_client_config, to_offsets
 from connectors.spark.gc_pause import gc_paused
 from connectors.spark.options import SourceOptions
 from connectors.spark.arrow_batches import batches_to_arrow
@@ -60,19 +61,43 @@ class KafkaReadPartition(InputPartition):
     ranges: tuple[OffsetRange, ...]
 
 
+def _split_evenly(tp: TopicPartition, start: int, end: int, parts: int) -> list[tuple[TopicPartition, int, int]]:
+    """[start, end) in ``parts`` consecutive pieces whose sizes differ by one at most (the last
+    ones take the remainder, as Spark's getDividedPartition)."""
+    pieces = []
+    remaining = end - start
+    for part in range(parts):
+        size = remaining // (parts - part)
+        remaining -= size
+        pieces.append((tp, start, start + size))
+        start += size
+    return [p for p in pieces if p[2] > p[1]]
+
+
 def plan_read_tasks(ranges: dict[TopicPartition, tuple[int, int]], min_partitions: int | None,
-                    max_partitions: int | None = None) -> list[KafkaReadPartition]:
+                    max_partitions: int | None = None,
+                    max_records_per_partition: int | None = None) -> list[KafkaReadPartition]:
     """The read tasks of one batch.
 
-    1. One range per Kafka partition with records to read, split further (largest first, in
-       offset order) until there are at least ``min_partitions`` (Spark's minPartitions).
-    2. With ``max_partitions`` (eos.maxPartitions) and more ranges than that, the ranges share
+    1. One range per Kafka partition with records to read. With ``max_records_per_partition``
+       (Spark's maxRecordsPerPartition), a larger range is cut into ceil(size / max) even pieces,
+       as Spark's KafkaOffsetRangeCalculator does.
+    2. Pieces are split further (largest first, in offset order) until there are at least
+       ``min_partitions`` (Spark's minPartitions).
+    3. With ``max_partitions`` (eos.maxPartitions) and more pieces than that, the pieces share
        tasks, largest first into the least loaded task. Every task of a batch is a write task
        too when the query writes to the kit's sink, and each one pays a producer's set-up and a
        transaction: tasks beyond the executors' cores run in a second wave and add that fixed
-       cost to the batch's latency (bench/README.md, issue 30).
+       cost to the batch's latency (bench/README.md, issue 30). maxRecordsPerPartition bounds
+       what one task reads, so a task takes another piece only while it stays within it: where
+       both cannot hold, there are more tasks than eos.maxPartitions.
     """
-    pieces = [(tp, s, e) for tp, (s, e) in sorted(ranges.items()) if e > s]
+    pieces = []
+    for tp, (s, e) in sorted(ranges.items()):
+        if e <= s:
+            continue
+        parts = -(-(e - s) // max_records_per_partition) if max_records_per_partition else 1
+        pieces.extend(_split_evenly(tp, s, e, parts))
     target = min_partitions or 0
     while len(pieces) < target:
         index = max(range(len(pieces)), key=lambda i: pieces[i][2] - pieces[i][1], default=None)
@@ -89,7 +114,11 @@ def plan_read_tasks(ranges: dict[TopicPartition, tuple[int, int]], min_partition
     tasks: list[list[OffsetRange]] = [[] for _ in range(max_partitions)]
     loads = [0] * max_partitions
     for r in sorted(offset_ranges, key=lambda r: r.size, reverse=True):
-        lightest = min(range(max_partitions), key=loads.__getitem__)
+        lightest = min(range(len(tasks)), key=loads.__getitem__)
+        if max_records_per_partition and tasks[lightest] and loads[lightest] + r.size > max_records_per_partition:
+            tasks.append([])
+            loads.append(0)
+            lightest = len(tasks) - 1
         tasks[lightest].append(r)
         loads[lightest] += r.size
     # In topic-partition order within a task, as without the option.
@@ -117,6 +146,10 @@ class _KafkaReading:
         if self._clients is None:
             config = self.options.config
             self._clients = clients_for(config.bootstrap_servers, config.client_config)
+            # kafkaConsumer.pollTimeoutMs: the real clients' reader gives up a read that makes no
+            # progress this long (the test cluster's readers never stall, and have no such setting).
+            if hasattr(self._clients, "reader_stall_timeout_s"):
+                self._clients.reader_stall_timeout_s = self.options.poll_timeout_ms / 1000
         return self._clients
 
     @property
@@ -129,8 +162,10 @@ class _KafkaReading:
     def _read_task(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaReadPartition)
         # The worker's warm reader, kept between tasks (connectors/kafka/reader_pool.py).
-        with READERS.reader(self.clients, self.options.config.read_committed,
-                            self.options.config.client_config) as reader, gc_paused():
+        config = self.options.config
+        with READERS.reader(self.clients, config.read_committed,
+                            reader_client_config(config.client_config, self.options.group_id)) as reader, \
+                gc_paused():
             for ranges in _together(partition.ranges):
                 yield from self._read_batches(reader, ranges)
 
@@ -177,11 +212,19 @@ def _together(ranges: Sequence[OffsetRange]) -> list[dict[TopicPartition, tuple[
     return reads
 
 
+def _monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
 class KafkaEosStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, clock: Callable[[], int] = _monotonic_ms) -> None:
         super().__init__(options)
         # Trigger.AvailableNow: the LSOs when the query started; nothing past them is read.
         self._target: dict[TopicPartition, int] | None = None
+        #: Milliseconds for minOffsetsPerTrigger's maxTriggerDelay; tests pass their own.
+        self.clock = clock
+        # When a trigger last went ahead under minOffsetsPerTrigger; None: none yet in this run.
+        self._last_trigger_ms: int | None = None
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self.planner.latest_offsets()
@@ -193,6 +236,7 @@ class KafkaEosStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTrigge
         return offsets
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        # pyspark has no composite read limit: minOffsetsPerTrigger is applied in latestOffset.
         if self.options.max_offsets_per_trigger:
             return ReadMaxRows(self.options.max_offsets_per_trigger)
         return ReadAllAvailable()
@@ -203,12 +247,36 @@ class KafkaEosStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTrigge
         if self._target is not None:
             # Partitions that appeared after the target was taken are not read in this run.
             latest = {tp: min(o, self._target.get(tp, positions.get(tp, o))) for tp, o in latest.items()}
+        if self._delay_batch(positions, latest):
+            # The start itself: Spark sees no new data and runs no batch this trigger.
+            return start
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         ranges = plan_ranges(positions, latest, max_rows)
         end = dict(positions)
         for tp, (_, range_end) in ranges.items():
             end[tp] = range_end
         return to_offsets(end)
+
+    def _delay_batch(self, positions: dict[TopicPartition, int], latest: dict[TopicPartition, int]) -> bool:
+        """minOffsetsPerTrigger and maxTriggerDelay, as Spark's KafkaMicroBatchStream.delayBatch:
+        a trigger goes ahead once maxTriggerDelay has passed since the last one that went ahead
+        (the first of a run always does), else only with at least minOffsetsPerTrigger new
+        offsets. Spark applies it under Trigger.AvailableNow too, whose run then ends at the first
+        trigger that is held back; the next run reads what was left."""
+        minimum = self.options.min_offsets_per_trigger
+        if minimum is None:
+            return False
+        now = self.clock()
+        if self._last_trigger_ms is None or now - self._last_trigger_ms >= self.options.max_trigger_delay_ms:
+            self._last_trigger_ms = now
+            return False
+        available = sum(max(0, end - positions.get(tp, 0)) for tp, end in latest.items())
+        if available < minimum:
+            log.debug("kafka-eos source: %d new offsets, fewer than minOffsetsPerTrigger=%d; no batch yet",
+                      available, minimum)
+            return True
+        self._last_trigger_ms = now
+        return False
 
     def reportLatestOffset(self) -> dict | None:
         latest = self.planner.latest_offsets()
@@ -223,7 +291,8 @@ class KafkaEosStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTrigge
             start_positions.update({tp: earliest[tp] for tp in new})
         start_positions = self.planner.check_available(start_positions)
         ranges = {tp: (start_positions[tp], e) for tp, e in end_positions.items() if e > start_positions.get(tp, e)}
-        return plan_read_tasks(ranges, self.options.min_partitions, self.options.max_partitions)
+        return plan_read_tasks(ranges, self.options.min_partitions, self.options.max_partitions,
+                               self.options.max_records_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return self._read_task(partition)
@@ -251,7 +320,8 @@ class KafkaEosBatchReader(_KafkaReading, DataSourceReader):
                 raise InvalidValueError(f"endingOffsets {offset} of {tp} is before its startingOffsets {start[tp]}")
         start = self.planner.check_available(start)
         ranges = {tp: (s, end.get(tp, s)) for tp, s in start.items()}
-        return plan_read_tasks(ranges, self.options.min_partitions, self.options.max_partitions)
+        return plan_read_tasks(ranges, self.options.min_partitions, self.options.max_partitions,
+                               self.options.max_records_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return self._read_task(partition)

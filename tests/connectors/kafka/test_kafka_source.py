@@ -91,9 +91,103 @@ def test_starting_offsets_latest_json_and_timestamp(fake):
     cut = fake.now_ms() + 1000
     fake.advance_time(2000)
     produce_committed(fake, "in", [b"later"], key_of=lambda v: None, txn_id="c")
-    by_time = source_for(fake, starting_timestamps={TopicPartition("in", 0): cut, TopicPartition("in", 1): cut})
+    by_time = source_for(fake, starting_timestamps={TopicPartition("in", 0): cut, TopicPartition("in", 1): cut},
+                         starting_timestamp_strategy="latest")
     by_time.restore_state(None)
     assert [r.value for r in drain(by_time)] == [b"later"]
+
+
+def produce_at(fake, records, txn_id):
+    """Committed records with explicit create timestamps: (partition, value, timestamp_ms)."""
+    producer = fake.producer(txn_id, {})
+    identity = producer.init_transactions(10)
+    producer.begin_transaction()
+    for partition, value, ts in records:
+        producer.produce("in", value, partition=partition, timestamp_ms=ts)
+    producer.flush(10)
+    producer.close()
+    fake.txn_control().end_transaction(txn_id, identity, True)
+
+
+P0, P1 = TopicPartition("in", 0), TopicPartition("in", 1)
+
+
+@pytest.fixture
+def timed(fake):
+    # Partition 0: records at 1000, 2000, 3000; partition 1: one at 1500. Their commit markers
+    # carry the cluster's clock (now), far later.
+    produce_at(fake, [(0, b"a1000", 1000), (0, b"a2000", 2000), (0, b"a3000", 3000), (1, b"b1500", 1500)], "t")
+    return fake
+
+
+def test_starting_timestamp_takes_precedence_over_by_timestamp_and_offsets(timed):
+    # startingTimestamp > startingOffsetsByTimestamp > startingOffsets, as Spark documents.
+    source = source_for(timed, starting_offsets="latest", starting_timestamp=1500,
+                        starting_timestamps={P0: 3000, P1: 0})
+    source.restore_state(None)
+    assert source.positions() == {P0: 1, P1: 0}
+    assert sorted(r.value for r in drain(source)) == [b"a2000", b"a3000", b"b1500"]
+    by_partition = source_for(timed, starting_offsets="latest", starting_timestamps={P0: 3000, P1: 0})
+    by_partition.restore_state(None)
+    assert by_partition.positions() == {P0: 2, P1: 0}
+
+
+def test_a_starting_timestamp_no_offset_matches_fails_naming_partition_and_timestamp(timed):
+    # Past the cluster's clock: after every record and commit marker of partition 1.
+    late = timed.now_ms() + 1
+    source = source_for(timed, starting_timestamps={P0: 1000, P1: late})
+    with pytest.raises(ValueError, match=rf"startingOffsetsByTimestamp: no offset of in partition 1 has a "
+                                         rf"timestamp at or after {late}; set startingOffsetsByTimestampStrategy"
+                                         "=latest"):
+        source.restore_state(None)
+    lenient = source_for(timed, starting_timestamps={P0: 1000, P1: late}, starting_timestamp_strategy="latest")
+    lenient.restore_state(None)
+    end1 = timed.admin().list_offsets([P1], "latest")[P1]
+    assert lenient.positions() == {P0: 0, P1: end1}
+
+
+def test_starting_offsets_by_timestamp_must_name_every_partition(timed):
+    source = source_for(timed, starting_timestamps={P0: 1000})
+    with pytest.raises(ValueError, match=r"startingOffsetsByTimestamp does not specify timestamps for "
+                                         r"partitions \[.*1.*\]; it must name every partition"):
+        source.restore_state(None)
+
+
+def test_ending_timestamp_bounds_a_read_and_no_match_ends_at_latest(timed):
+    # endingTimestamp > endingOffsetsByTimestamp > endingOffsets; the end is exclusive: the first
+    # offset at or after the timestamp is not read.
+    source = source_for(timed, ending_offsets="latest", ending_timestamp=2500, ending_timestamps={P0: 0, P1: 0})
+    source.restore_state(None)
+    assert sorted(r.value for r in drain(source)) == [b"a1000", b"a2000", b"b1500"]
+    late = timed.now_ms() + 1
+    per_partition = source_for(timed, ending_offsets="latest", ending_timestamps={P0: 2000, P1: late})
+    per_partition.restore_state(None)
+    assert sorted(r.value for r in drain(per_partition)) == [b"a1000", b"b1500"]
+    assert per_partition.end_reached()
+
+
+def test_fake_cluster_offsets_for_times_follow_kafka(timed):
+    admin = timed.admin()
+    assert admin.list_offsets([P0], 0) == {P0: 0}
+    assert admin.list_offsets([P0], 2000) == {P0: 1}
+    assert admin.list_offsets([P0], 2001) == {P0: 2}
+    # Past the last record, the commit marker (timestamped by the coordinator's clock) still
+    # matches, as in Kafka, whose search goes through control batches too.
+    assert admin.list_offsets([P0], 3001) == {P0: 3}
+    # Nothing at or after the timestamp: the latest offset (the seam's "no match").
+    end = admin.list_offsets([P0], "latest")[P0]
+    assert admin.list_offsets([P0], timed.now_ms() + 1) == {P0: end}
+
+
+def test_readers_get_a_group_id_from_the_prefix_unless_kafka_group_id_is_set(fake):
+    from connectors.kafka.source import reader_client_config, unique_group_id
+
+    group = unique_group_id("my-prefix")
+    assert group.startswith("my-prefix-") and group.endswith("-executor") and group != unique_group_id("my-prefix")
+    assert reader_client_config({"linger.ms": "5"}, group) == {"linger.ms": "5", "group.id": group}
+    assert reader_client_config({"group.id": "mine"}, group) == {"group.id": "mine"}
+    source = source_for(fake, group_id_prefix="jobs")
+    assert source.group_id.startswith("jobs-")
 
 
 def test_bounded_read_ends_at_ending_offsets(fake):

@@ -9,7 +9,7 @@ pytest.importorskip("pyspark")
 from connectors.kafka.clients import TopicPartition  # noqa: E402
 from connectors.kafka.errors import DataLossError  # noqa: E402
 from connectors.spark.options import parse_source_options  # noqa: E402
-from connectors.spark.reader import KafkaEosBatchReader, OffsetRange, _together  # noqa: E402
+from connectors.spark.reader import KafkaEosBatchReader, OffsetRange, _together, plan_read_tasks  # noqa: E402
 from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
 from kafka_testkit.topic_records import produce_committed  # noqa: E402
 
@@ -68,3 +68,105 @@ def test_ranges_of_one_partition_are_read_apart_and_others_together():
     ranges = [OffsetRange("t", 0, 0, 10), OffsetRange("t", 0, 10, 20), OffsetRange("t", 1, 0, 5)]
     assert _together(ranges) == [{TopicPartition("t", 0): (0, 10), TopicPartition("t", 1): (0, 5)},
                                  {TopicPartition("t", 0): (10, 20)}]
+
+
+def test_max_records_per_partition_bounds_every_task_and_composes_with_min_and_max_partitions():
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    ranges = {a: (0, 100), b: (10, 20)}
+
+    def covered(tasks):
+        return sorted((r.partition, o) for task in tasks for r in task.ranges for o in range(r.start, r.end))
+
+    every_offset = sorted([(0, o) for o in range(100)] + [(1, o) for o in range(10, 20)])
+    # ceil(100 / 30) = 4 even pieces, as Spark's KafkaOffsetRangeCalculator; 10 offsets stay whole.
+    tasks = plan_read_tasks(ranges, None, max_records_per_partition=30)
+    assert [(r.partition, r.start, r.end) for t in tasks for r in t.ranges] == [
+        (0, 0, 25), (0, 25, 50), (0, 50, 75), (0, 75, 100), (1, 10, 20)]
+    assert covered(tasks) == every_offset
+    # minPartitions splits further; no task grows.
+    tasks = plan_read_tasks(ranges, 8, max_records_per_partition=30)
+    assert len(tasks) >= 8 and max(sum(r.size for r in t.ranges) for t in tasks) <= 30
+    assert covered(tasks) == every_offset
+    # eos.maxPartitions groups pieces, but never past maxRecordsPerPartition: 110 offsets need
+    # at least 4 tasks of <= 30, more than eos.maxPartitions=2.
+    tasks = plan_read_tasks(ranges, None, max_partitions=2, max_records_per_partition=30)
+    assert len(tasks) >= 4 and all(sum(r.size for r in t.ranges) <= 30 for t in tasks)
+    assert covered(tasks) == every_offset
+    # A bound above every range changes nothing.
+    assert plan_read_tasks(ranges, None, max_records_per_partition=1000) == plan_read_tasks(ranges, None)
+
+
+def test_batch_read_tasks_follow_max_records_per_partition(fake):
+    reader = batch_reader(fake, maxRecordsPerPartition="7", **{"eos.maxPartitions": "2"})
+    tasks = reader.partitions()
+    assert all(sum(r.size for r in task.ranges) <= 7 for task in tasks)
+    got = [o for task in tasks for o in offsets_read(reader, task)]
+    assert len(got) == len(set(got)) == 60
+
+
+class FakeClock:
+    """Milliseconds that move only when the test says."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def stream_reader(fake, clock, **options):
+    from connectors.spark.reader import KafkaEosStreamReader
+
+    parsed = parse_source_options({"kafka.bootstrap.servers": fake.bootstrap_servers, "subscribe": "in",
+                                   "startingoffsets": "earliest",
+                                   **{k.lower(): v for k, v in options.items()}}, streaming=True)
+    return KafkaEosStreamReader(parsed, clock=clock)
+
+
+def new_offsets(start, end):
+    return sum(o - start["in"][p] for p, o in end["in"].items())
+
+
+def test_min_offsets_per_trigger_waits_and_max_trigger_delay_releases(fake):
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    clock = FakeClock()
+    reader = stream_reader(fake, clock, minOffsetsPerTrigger="50", maxTriggerDelay="10s")
+    start = reader.initialOffset()
+    # The first trigger of a run always goes ahead (Spark's last trigger time starts at 0).
+    first = reader.latestOffset(start, ReadAllAvailable())
+    assert new_offsets(start, first) == 60 + 3  # 60 records and a commit marker per partition
+    produce_committed(fake, "in", [f"w{i}".encode() for i in range(20)], key_of=lambda v: v, txn_id="w1")
+    # 20 + 3 markers < 50: no batch (the start comes back as it is), until the delay is up.
+    clock.now += 1_000
+    assert reader.latestOffset(first, ReadAllAvailable()) is first
+    clock.now += 8_999
+    assert reader.latestOffset(first, ReadAllAvailable()) is first
+    clock.now += 1  # 10 s since the last batch: maxTriggerDelay releases what there is
+    released = reader.latestOffset(first, ReadAllAvailable())
+    assert new_offsets(first, released) == 23
+    # Enough new offsets go ahead at once, whatever the time.
+    produce_committed(fake, "in", [f"x{i}".encode() for i in range(60)], key_of=lambda v: v, txn_id="w2")
+    clock.now += 1
+    assert new_offsets(released, reader.latestOffset(released, ReadAllAvailable())) == 63
+
+
+def test_min_offsets_per_trigger_under_available_now_is_sparks(fake):
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    clock = FakeClock()
+    reader = stream_reader(fake, clock, minOffsetsPerTrigger="30", maxOffsetsPerTrigger="40")
+    start = reader.initialOffset()
+    reader.prepareForTriggerAvailableNow()
+    limit = reader.getDefaultReadLimit()
+    assert limit == ReadMaxRows(40)
+    first = reader.latestOffset(start, limit)
+    taken = new_offsets(start, first)
+    assert 30 < taken <= 40
+    # 63 - taken offsets are left, fewer than 30, within maxTriggerDelay (15m): held back, which
+    # ends a Trigger.AvailableNow run as it does Spark's; the next run (first trigger) reads them.
+    clock.now += 1_000
+    assert reader.latestOffset(first, limit) is first
+    rerun = stream_reader(fake, clock, minOffsetsPerTrigger="30", maxOffsetsPerTrigger="40")
+    rerun.prepareForTriggerAvailableNow()
+    assert new_offsets(first, rerun.latestOffset(first, limit)) == 63 - taken
