@@ -160,6 +160,10 @@ class _KafkaReading:
         return self._planner
 
     def _read_task(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, KafkaReadPartition) and getattr(partition, "value", 0) is None:
+            # A batch read that plans no task (every range empty, e.g. every partition started at
+            # its latest offset) gets one task with pyspark's InputPartition(None): nothing to read.
+            return
         assert isinstance(partition, KafkaReadPartition)
         # The worker's warm reader, kept between tasks (connectors/kafka/reader_pool.py).
         config = self.options.config

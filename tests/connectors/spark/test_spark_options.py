@@ -1,5 +1,8 @@
 """Option parsing and sink schema checks of the kafka-eos format (no Spark session needed)."""
 
+import re
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("pyspark")
@@ -7,7 +10,8 @@ pytest.importorskip("pyspark")
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructField, StructType  # noqa: E402
 
 from connectors.kafka.clients import TopicPartition  # noqa: E402
-from connectors.spark.options import parse_sink_options, parse_source_options
+from connectors.spark import options as options_module  # noqa: E402
+from connectors.spark.options import SINK_OPTIONS, SOURCE_OPTIONS, parse_sink_options, parse_source_options  # noqa: E402
 from connectors.spark.errors import KafkaEosOptionError, SinkSchemaError
 from connectors.spark.reader import OffsetRange, plan_read_tasks  # noqa: E402
 from connectors.spark.schema import check_sink_schema
@@ -57,7 +61,6 @@ def test_source_json_options():
     ({"subscribe": "a", "endingOffsets": "latest"}, "endingOffsets is for batch queries"),
     ({"subscribe": "a", "maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger must be an integer >= 1"),
     ({"subscribe": "a", "failOnDataLoss": "maybe"}, "failOnDataLoss must be true or false"),
-    ({"subscribe": "a", "kafka.group.id": "g"}, "kafka.group.id is not supported"),
     ({"subscribe": "a", "kafka.isolation.level": "read_uncommitted"}, "kafka.isolation.level is not supported"),
 ])
 def test_bad_source_options(options, fragment):
@@ -255,3 +258,173 @@ def test_options_as_typed_are_read_case_insensitively():
     parsed = parse_sink_options({**BOOT, "TOPIC": "t", "eos.TransactionalIdPrefix": "p",
                                  "checkpointLocation": "/tmp/chk"}, streaming=True)
     assert parsed.config.topic == "t" and parsed.config.transactional_id_prefix == "p"
+
+
+def test_spark_source_options_have_sparks_defaults():
+    streaming, batch = source(subscribe="in"), source(streaming=False, subscribe="in")
+    for parsed in (streaming, batch):
+        assert parsed.config.starting_timestamp is None and parsed.config.starting_timestamps is None
+        assert parsed.config.starting_timestamp_strategy == "error"
+        assert parsed.min_offsets_per_trigger is None and parsed.max_records_per_partition is None
+        assert parsed.poll_timeout_ms == 30_000  # the kit's reader stall timeout, not Spark's 120000
+    assert streaming.max_trigger_delay_ms == 15 * 60 * 1000
+    # Spark's generated group ids: spark-kafka-source for streaming, spark-kafka-relation for batch.
+    assert streaming.config.group_id_prefix == "spark-kafka-source"
+    assert streaming.group_id.startswith("spark-kafka-source-") and streaming.group_id.endswith("-executor")
+    assert batch.group_id.startswith("spark-kafka-relation-")
+    assert streaming.group_id != source(subscribe="in").group_id  # one group per query
+
+
+def test_timestamp_options_parse_with_sparks_precedence_fields():
+    parsed = source(streaming=False, subscribe="in", startingTimestamp="1000", endingTimestamp=" 2000 ",
+                    startingOffsetsByTimestamp='{"in":{"0":5}}', endingOffsetsByTimestamp='{"in":{"0":9}}',
+                    startingOffsetsByTimestampStrategy="LATEST")
+    config = parsed.config
+    assert (config.starting_timestamp, config.ending_timestamp) == (1000, 2000)
+    assert config.starting_timestamps == {TopicPartition("in", 0): 5}
+    assert config.ending_timestamps == {TopicPartition("in", 0): 9}
+    assert config.starting_timestamp_strategy == "latest"
+
+
+def test_trigger_and_partition_options_parse():
+    parsed = source(subscribe="in", minOffsetsPerTrigger="10", maxOffsetsPerTrigger="100", maxTriggerDelay="2m",
+                    maxRecordsPerPartition="5000", groupIdPrefix="orders", **{"kafkaConsumer.pollTimeoutMs": "120000"})
+    assert (parsed.min_offsets_per_trigger, parsed.max_offsets_per_trigger) == (10, 100)
+    assert parsed.max_trigger_delay_ms == 120_000
+    assert parsed.max_records_per_partition == 5000
+    assert parsed.group_id.startswith("orders-")
+    assert parsed.poll_timeout_ms == 120_000
+
+
+@pytest.mark.parametrize("delay, ms", [("15m", 900_000), ("30s", 30_000), ("500", 500), ("500ms", 500),
+                                       ("1h", 3_600_000), ("2min", 120_000), ("1d", 86_400_000), (" 10S ", 10_000)])
+def test_max_trigger_delay_takes_sparks_time_strings(delay, ms):
+    assert source(subscribe="in", minOffsetsPerTrigger="1", maxTriggerDelay=delay).max_trigger_delay_ms == ms
+
+
+@pytest.mark.parametrize("options, fragment", [
+    ({"startingTimestamp": "yesterday"}, "option startingTimestamp must be one timestamp in ms since the epoch"),
+    ({"startingTimestamp": "-5"}, "option startingTimestamp must be a timestamp >= 0"),
+    ({"startingOffsetsByTimestamp": "[1]"}, r'option startingOffsetsByTimestamp must be JSON like \{"topicA"'),
+    ({"startingOffsetsByTimestampStrategy": "earliest"},
+     "option startingOffsetsByTimestampStrategy must be one of error, latest, got 'earliest'"),
+    ({"endingOffsetsByTimestamp": '{"in":{"0":1}}'}, "option endingOffsetsByTimestamp is for batch queries"),
+    ({"minOffsetsPerTrigger": "0"}, "option minOffsetsPerTrigger must be an integer >= 1"),
+    ({"minOffsetsPerTrigger": "200", "maxOffsetsPerTrigger": "100"},
+     r"option minOffsetsPerTrigger \(200\) must not be higher than maxOffsetsPerTrigger \(100\)"),
+    ({"maxTriggerDelay": "soon"}, "option maxTriggerDelay must be a duration like 15m, 30s or 500ms"),
+    ({"maxTriggerDelay": "5 weeks"}, "option maxTriggerDelay must be a duration"),
+    ({"maxRecordsPerPartition": "0"}, "option maxRecordsPerPartition must be an integer >= 1"),
+    ({"kafkaConsumer.pollTimeoutMs": "fast"}, "option kafkaConsumer.pollTimeoutMs must be an integer >= 1"),
+])
+def test_bad_spark_option_values_are_named_in_one_line(options, fragment):
+    with pytest.raises(KafkaEosOptionError, match=fragment) as raised:
+        source(subscribe="in", **options)
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("options, fragment", [
+    ({"startingTimestamp": "2000", "endingTimestamp": "1000"},
+     r"option startingTimestamp \(2000\) must not be after endingTimestamp \(1000\)"),
+    ({"startingOffsetsByTimestamp": '{"in":{"0":5}}', "endingOffsetsByTimestamp": '{"in":{"1":9}}'},
+     "must name the same partitions"),
+    ({"startingOffsetsByTimestamp": '{"in":{"0":5}}', "endingOffsetsByTimestamp": '{"in":{"0":4}}'},
+     r"startingOffsetsByTimestamp of in-0 \(5\) must not be after its endingOffsetsByTimestamp \(4\)"),
+])
+def test_batch_timestamps_are_checked_as_sparks_offset_limits(options, fragment):
+    with pytest.raises(KafkaEosOptionError, match=fragment):
+        source(streaming=False, subscribe="in", **options)
+
+
+def test_trigger_options_of_a_batch_read_warn_and_are_ignored_as_in_spark(caplog):
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="connectors.spark.options"):
+        parsed = source(streaming=False, subscribe="in", maxOffsetsPerTrigger="10", minOffsetsPerTrigger="5",
+                        maxTriggerDelay="1m")
+    assert parsed.max_offsets_per_trigger is None and parsed.min_offsets_per_trigger is None
+    for option in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
+        assert f"option {option} is ignored by batch queries" in caplog.text
+
+
+def test_ending_timestamp_of_a_streaming_query_is_ignored_as_in_spark(caplog):
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="connectors.spark.options"):
+        parsed = source(subscribe="in", endingTimestamp="1000")
+    assert parsed.config.ending_timestamp is None and parsed.config.ending_offsets is None
+    assert "option endingTimestamp is ignored by streaming queries" in caplog.text
+
+
+def test_poll_timeout_becomes_the_readers_stall_timeout():
+    from connectors.spark.reader import KafkaEosBatchReader
+
+    reader = KafkaEosBatchReader(source(streaming=False, subscribe="in", **{"kafkaConsumer.pollTimeoutMs": "45000"}))
+    assert reader.clients.reader_stall_timeout_s == 45.0  # RealKafkaClients: nothing connects yet
+
+
+# docs/options.md's table of Spark's options, checked against the code: every option it lists is
+# accepted where it says, and every test it names exists. Docs and code cannot drift apart.
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "options.md"
+
+
+def spark_options_table():
+    """The rows of the first table of docs/options.md: option, roles, queries, example, test."""
+    lines = DOCS.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| option |"))
+    header = [cell.strip() for cell in lines[start].strip("|").split("|")]
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = dict(zip(header, (cell.strip() for cell in line.strip().strip("|").split(" | "))))
+        rows.append(cells)
+    return header, rows
+
+
+def backticked(cell):
+    return re.findall(r"`([^`]+)`", cell)
+
+
+def test_every_spark_option_in_the_docs_is_accepted_and_proven_by_a_test_that_exists():
+    header, rows = spark_options_table()
+    assert header[:4] == ["option", "source / sink", "queries", "example"] and header[-1] == "proven by"
+    listed = set()
+    for row in rows:
+        [option] = backticked(row["option"])
+        listed.add(option)
+        example = (backticked(row["example"]) or [None])[0]
+        for role in [r.strip() for r in row["source / sink"].split(",")]:
+            for streaming in {"streaming": [True], "batch": [False]}.get(row["queries"], [True, False]):
+                if option.startswith("kafka.") and option != "kafka.bootstrap.servers":
+                    # Client settings: their values are connectors/spark/options.py _client_config's
+                    # (docs/options.md's Java client settings section); here, the name is accepted.
+                    name = option.replace("*", "linger.ms")
+                    options_module._check_known({name: "1"}, SOURCE_OPTIONS if role == "source" else SINK_OPTIONS,
+                                                role)
+                    continue
+                given = {} if example is None else {option: example}
+                if role == "source":
+                    base = {"subscribe": "in"} if option not in ("subscribe", "subscribePattern", "assign") else {}
+                    source(streaming=streaming, **base, **given)
+                else:
+                    assert role == "sink", row
+                    sink(streaming=streaming, **given)
+        for proof in backticked(row["proven by"]):
+            path, _, name = proof.partition("::")
+            test_file = DOCS.parents[1] / path
+            assert test_file.is_file(), f"{option}: {path} does not exist"
+            assert re.search(rf"^def {re.escape(name.split('[')[0])}\(", test_file.read_text(), re.M), \
+                f"{option}: {path} has no test {name}"
+        assert backticked(row["proven by"]), f"{option}: no test named"
+    # Spark's source and sink options (Structured Streaming + Kafka Integration Guide, 4.x, and
+    # KafkaSourceProvider): all in the table.
+    spark_options = {
+        "assign", "subscribe", "subscribePattern", "kafka.bootstrap.servers", "startingTimestamp",
+        "startingOffsetsByTimestamp", "startingOffsets", "endingTimestamp", "endingOffsetsByTimestamp",
+        "endingOffsets", "failOnDataLoss", "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries",
+        "fetchOffset.retryIntervalMs", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
+        "minPartitions", "maxRecordsPerPartition", "groupIdPrefix", "kafka.group.id", "includeHeaders",
+        "startingOffsetsByTimestampStrategy", "topic", "kafka.*",
+    }
+    assert spark_options <= listed, sorted(spark_options - listed)
