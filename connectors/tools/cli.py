@@ -9,6 +9,11 @@ missing permissions), which gets one clear message and no traceback; 130 when in
 ``demo`` without a broker runs on the kit's embedded test cluster instead of exiting 2 (unless
 ``--require-broker``); the simulated-Kafka notice is then the first and the last thing it prints.
 ``replay`` and ``verify`` use the embedded cluster only when given its ``fake-kafka://`` address.
+
+Every command that talks to Kafka takes ``--command-config FILE`` (a Java client properties file,
+as Kafka's own tools take it) and ``--client-config KEY=VALUE``, which overrides the file's; see
+:mod:`connectors.tools.client_settings`. ``replay`` and ``demo`` take them only for a cluster the
+user names (``--bootstrap``, ``KAFKA_BOOTSTRAP_SERVERS``), and pass them on to the Spark example.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from contextlib import contextmanager
@@ -48,6 +54,7 @@ from connectors.tools.errors import (
     TopicNotFoundError,
     UsageError,
 )
+from connectors.tools.client_settings import ClientSettings, add_client_options, from_args
 from connectors.tools.demo import DemoOptions, demo_broker, run_demo
 from connectors.tools.replay_jobs import ENGINES, JobTemplate
 from connectors.tools.loader import load_input
@@ -90,13 +97,6 @@ def _scenarios(text: str) -> list[str]:
         return parse_scenarios(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _client_setting(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"client setting {text!r} is not KEY=VALUE")
-    return key.strip(), value
 
 
 def _count(text: str, minimum: int = 0) -> int:
@@ -203,8 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--max-samples", type=_positive_int, default=10, help="example ids per anomaly")
     v.add_argument("--retry-timeout", type=float, default=30.0, metavar="SECONDS",
                    help="how long to retry a broker that answers with transient errors (default: 30)")
-    v.add_argument("--client-config", type=_client_setting, action="append", default=[], metavar="KEY=VALUE",
-                   help="librdkafka client setting (security etc.); may repeat")
+    add_client_options(v)
 
     load = commands.add_parser("load", help="load a topic with records that carry unique ids")
     load.add_argument("--bootstrap", required=True)
@@ -212,14 +211,14 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--records", type=_positive_int, default=20_000)
     load.add_argument("--partitions", type=_partitions, default=3)
     load.add_argument("--aborted", type=_positive_int, default=50, help="records in one aborted transaction")
+    add_client_options(load)
 
     create = commands.add_parser("create-topic", help="create a topic (e.g. a job's output topic); no error if it "
                                                       "exists")
     create.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers (host:port[,host:port])")
     create.add_argument("--topic", required=True)
     create.add_argument("--partitions", type=_partitions, default=3)
-    create.add_argument("--client-config", type=_client_setting, action="append", default=[], metavar="KEY=VALUE",
-                        help="librdkafka client setting (security etc.); may repeat")
+    add_client_options(create)
 
     r = commands.add_parser("replay", help="run a job under injected faults, restart it, verify each scenario")
     r.add_argument("--bootstrap", default=None,
@@ -236,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--output-prefix", default=None, help="output topics are PREFIX-<scenario>")
     _add_id_options(r)
     _add_job_options(r, kills=3)
+    add_client_options(r)
 
     t = commands.add_parser("transactions", help="list a sink's transactional ids and open transactions",
                             description="What a sink costs the broker: its transactional ids in any state "
@@ -245,8 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--prefix", required=True,
                    help="transactional id prefix (eos.transactionalIdPrefix; a trailing '-' is added)")
     t.add_argument("--json", action="store_true", help="print JSON instead of the summary")
-    t.add_argument("--client-config", type=_client_setting, action="append", default=[], metavar="KEY=VALUE",
-                   help="librdkafka client setting (security etc.); may repeat")
+    add_client_options(t)
 
     s = commands.add_parser("status", help="an exactly-once query's commits, pending checkpoint, open "
                             "transactions and lag; exit 1 when it needs attention",
@@ -258,8 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--state-dir", default=None, metavar="URI",
                    help="the sink's eos.stateDir, when set (default: <checkpoint-location>/kafka-eos)")
     s.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers (host:port[,host:port])")
-    s.add_argument("--client-config", type=_client_setting, action="append", default=[], metavar="KEY=VALUE",
-                   help="librdkafka client setting (security etc.); may repeat")
+    add_client_options(s)
     shape = s.add_mutually_exclusive_group()
     shape.add_argument("--json", action="store_true", help="print JSON instead of the tables")
     shape.add_argument("--prometheus", action="store_true",
@@ -290,6 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_kafka_version(d)
     # One kill: each one costs the Spark example a restart, and one shows the recovery.
     _add_job_options(d, kills=1)
+    add_client_options(d)
     return parser
 
 
@@ -352,6 +351,30 @@ def _print_simulated_notice(detail: str | None = None) -> None:
         out.print(detail, markup=False, highlight=False)
 
 
+def _settings(args: argparse.Namespace) -> ClientSettings:
+    """The command's client settings: --command-config's, overridden by --client-config's."""
+    return from_args(args)
+
+
+def _settings_for_found_broker(args: argparse.Namespace, template: JobTemplate) -> ClientSettings:
+    """replay's and demo's settings, which are for a cluster the user names: a broker the kit
+    finds or starts itself (Docker, KAFKA_HOME, Maven Central, the embedded cluster) takes none;
+    nor does the in-process example (checked here too, before anything is started or loaded)."""
+    settings = _settings(args)
+    if not settings:
+        return settings
+    if template.engine == "inprocess":
+        raise UsageError(f"{' and '.join(settings.sources)} are not for --engine inprocess: "
+                         "examples/copy_pipeline.py takes no client settings; use --engine spark (the default), "
+                         "or --job-command with a job that takes its own settings")
+    named = (os.environ.get("KAFKA_EOS_CLUSTER_BOOTSTRAP_SERVERS", "").strip() if getattr(args, "cluster", False)
+             else args.bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip())
+    if not named:
+        raise UsageError(f"{' and '.join(settings.sources)} need --bootstrap: client settings are for a cluster you "
+                         "name, while a broker the kit starts (Docker, KAFKA_HOME, Maven Central) takes none")
+    return settings
+
+
 def _template(args: argparse.Namespace) -> JobTemplate:
     if args.job_command:
         return JobTemplate.custom(args.job_command)
@@ -362,7 +385,7 @@ def _template(args: argparse.Namespace) -> JobTemplate:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     check_reachable(args.bootstrap)
-    clients = clients_for(args.bootstrap, dict(args.client_config))
+    clients = clients_for(args.bootstrap, _settings(args).values)
     with _progress() as progress:
         report = verify(clients, args.input, args.output, id_spec=args.id_field,
                         output_id_spec=args.output_id_field, check_order=args.check_order,
@@ -381,7 +404,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_load(args: argparse.Namespace) -> int:
     check_reachable(args.bootstrap)
-    clients = clients_for(args.bootstrap)
+    clients = clients_for(args.bootstrap, _settings(args).values)
     with _progress() as progress:
         result = load_input(clients, args.topic, args.records, partitions=args.partitions,
                             aborted=args.aborted, progress=_progress_callback(progress))
@@ -392,7 +415,7 @@ def cmd_load(args: argparse.Namespace) -> int:
 
 def cmd_create_topic(args: argparse.Namespace) -> int:
     check_reachable(args.bootstrap)
-    admin = clients_for(args.bootstrap, dict(args.client_config)).admin()
+    admin = clients_for(args.bootstrap, _settings(args).values).admin()
     try:
         admin.create_topic(args.topic, args.partitions)
         partitions = len(admin.partitions(args.topic))
@@ -404,6 +427,7 @@ def cmd_create_topic(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     template = _template(args)
+    settings = _settings_for_found_broker(args, template)
     # Every replay gets fresh output topics and checkpoint directories: a rerun must not resume
     # an earlier run's checkpoints or count its records.
     run_id = time.strftime("%Y%m%d-%H%M%S") + f"-s{args.seed}"
@@ -417,7 +441,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             _print_simulated_notice(REAL_BROKER_HELP)
         err.print(f"Kafka: {broker.origin} at {broker.bootstrap_servers}", highlight=False)
         check_reachable(broker.bootstrap_servers)
-        clients = clients_for(broker.bootstrap_servers)
+        clients = clients_for(broker.bootstrap_servers, settings.values)
         with _progress() as progress:
             if args.load is not None:
                 load_input(clients, args.input, args.load, partitions=args.partitions,
@@ -438,7 +462,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 output_prefix=args.output_prefix or f"{args.input}-eos-{run_id}",
                 checkpoint_interval=args.checkpoint_interval, batch_records=args.batch_records,
                 kills=args.kills, run_timeout_s=args.run_timeout,
-                broker=broker,
+                broker=broker, client_config=settings.values,
             ), progress=_progress_callback(progress), events=_event_callback(progress))
             result = replay.run()
     files = write_reports(result, args.reports_dir / run_id)
@@ -456,7 +480,7 @@ def _print_results(result: ReplayResult, files: ReportFiles) -> None:
 def cmd_transactions(args: argparse.Namespace) -> int:
     check_reachable(args.bootstrap)
     prefix = args.prefix if args.prefix.endswith("-") else f"{args.prefix}-"
-    footprint = sink_footprint(clients_for(args.bootstrap, dict(args.client_config)), prefix)
+    footprint = sink_footprint(clients_for(args.bootstrap, _settings(args).values), prefix)
     if args.json:
         out.print_json(json.dumps(footprint.to_json()))
     else:
@@ -534,7 +558,7 @@ def _print_status(status: QueryStatus, reasons: list[str]) -> None:
 
 def cmd_status(args: argparse.Namespace) -> int:
     check_reachable(args.bootstrap)
-    clients = clients_for(args.bootstrap, dict(args.client_config))
+    clients = clients_for(args.bootstrap, _settings(args).values)
     try:
         status = read_status(args.checkpoint_location, clients, state_dir=args.state_dir)
     except StatusUnavailableError as exc:
@@ -573,8 +597,10 @@ def cmd_jvm_class_archive(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     template = _template(args)
+    settings = _settings_for_found_broker(args, template)
     options = DemoOptions(
         template=template, bootstrap=args.bootstrap, records=args.records, partitions=args.partitions,
+        client_config=settings.values,
         scenarios=args.scenarios or list(DEMO_SCENARIOS), seed=args.seed, reports_dir=args.reports_dir,
         work_dir=args.reports_dir / "work", checkpoint_interval=args.checkpoint_interval,
         batch_records=args.batch_records, kills=args.kills,
@@ -605,7 +631,8 @@ def _kafka_message(exc: KafkaConnectorError) -> str:
         return (f"permission denied by Kafka: {text}\nThe principal needs Describe and Read on the "
                 "topics it reads, Write and Create on the topics it writes, Describe/Write on the "
                 "transactional ids of a job (see the README's \"Secured clusters\" for the exact ACLs); pass credentials "
-                "with --client-config (e.g. sasl.username=...).")
+                "with --command-config FILE (a Java client properties file) or --client-config (e.g. "
+                "sasl.username=...).")
     if isinstance(exc, BrokerUnavailableError):
         return f"Kafka did not answer: {text}"
     return f"Kafka error: {text}"

@@ -1,6 +1,6 @@
 """The ``kafka-eos`` console script's entry: the command-line tools need the ``tools`` extra
-(rich, matplotlib, prometheus-client, testcontainers, docker), which a lean install (what Spark
-executors need) leaves out. Without it, ``kafka-eos`` says in one line how to add it instead of
+(rich, matplotlib, prometheus-client, testcontainers, docker, javaproperties), which a lean install
+(what Spark executors need) leaves out. Without it, ``kafka-eos`` says in one line how to add it instead of
 failing with a traceback. This module imports only the standard library."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Sequence
 EXTRA = "tools"
 INSTALL = f"pip install 'pyspark-kafka-eos[{EXTRA}]'"
 #: The import names of the extra's packages.
-TOOLS_MODULES = ("rich", "matplotlib", "prometheus_client", "testcontainers", "docker")
+TOOLS_MODULES = ("rich", "matplotlib", "prometheus_client", "testcontainers", "docker", "javaproperties")
 
 
 def missing_tools_modules() -> list[str]:

@@ -19,7 +19,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from connectors.kafka.clients.factory import clients_for
 from connectors.tools.broker import Broker, check_reachable, embedded_broker, find_broker
@@ -51,6 +51,8 @@ class DemoOptions:
     require_broker: bool = False
     #: The Kafka started from Maven Central when no other broker is found (None: the environment's).
     kafka_version: str | None = None
+    #: Client settings for the cluster at ``bootstrap`` (security): its clients' and the job's.
+    client_config: Mapping[str, str] = field(default_factory=dict)
     run_id: str = field(default_factory=lambda: time.strftime("%Y%m%d-%H%M%S"))
 
 
@@ -95,7 +97,7 @@ def run_demo(options: DemoOptions, found: DemoBroker, *, progress: ProgressCallb
         where = "" if broker.bootstrap_servers in broker.origin else f" at {broker.bootstrap_servers}"
         event(f"broker: {broker.origin}{where}")
         check_reachable(broker.bootstrap_servers)
-        clients = clients_for(broker.bootstrap_servers)
+        clients = clients_for(broker.bootstrap_servers, options.client_config)
         input_topic = f"eos-demo-{run_id}-in"
         load_input(clients, input_topic, options.records, partitions=options.partitions, progress=progress)
         event(f"loaded {options.records} records (+ one aborted transaction) into {input_topic}")
@@ -104,7 +106,7 @@ def run_demo(options: DemoOptions, found: DemoBroker, *, progress: ProgressCallb
             work_dir=options.work_dir / run_id, scenarios=options.scenarios, seed=options.seed,
             output_prefix=f"eos-demo-{run_id}-out", checkpoint_interval=options.checkpoint_interval,
             batch_records=options.batch_records, kills=options.kills,
-            run_timeout_s=options.run_timeout_s, broker=broker,
+            run_timeout_s=options.run_timeout_s, broker=broker, client_config=options.client_config,
         ), progress=progress, events=events)
         result = replay.run()
     result.command = "demo"  # the reports and the console table are titled after it

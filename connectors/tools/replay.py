@@ -72,6 +72,7 @@ from connectors.tools.broker import (
     Broker,
     retry_transient,
 )
+from connectors.tools.client_settings import KAFKA_OPTION_FLAG, masked
 from connectors.tools.errors import UsageError
 from connectors.tools.job_metrics import CheckpointEvent, JobMetrics, read_metrics
 from connectors.tools.replay_jobs import JobRun, JobTemplate, RunResult
@@ -192,6 +193,8 @@ class ReplayResult:
     simulated: bool = False
     #: The command that ran the scenarios (``replay`` or ``demo``), which names the reports.
     command: str = "replay"
+    #: The client settings the tool and the job ran with, secret values masked.
+    client_config: dict[str, str] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -205,7 +208,7 @@ class ReplayResult:
             "command": self.command,
             "bootstrap": self.bootstrap, "broker": self.broker_origin, "simulated": self.simulated,
             "input_topic": self.input_topic, "engine": self.engine, "job_command": self.job_command,
-            "seed": self.seed, "passed": self.passed,
+            "seed": self.seed, "passed": self.passed, "client_config": self.client_config,
             "scenarios": [{**s.to_json(), "simulated": self.simulated} for s in self.scenarios],
             **({"closing_notice": SIMULATED_NOTICE} if self.simulated else {}),
         }
@@ -223,6 +226,10 @@ class Replay:
         self.options = options
         self.progress = progress
         self._events = events
+        if options.client_config and options.template.engine == "inprocess":
+            raise UsageError("--command-config and --client-config are not for --engine inprocess: "
+                             "examples/copy_pipeline.py takes no client settings; use --engine spark (the "
+                             "default), or --job-command with a job that takes its own settings")
         self.clients: KafkaClients = clients_for(options.bootstrap, options.client_config)
         #: Seconds a fault-free run took and the checkpoints it made (from the baseline), to
         #: place kills and broker restarts, and a custom job's failpoint hits.
@@ -246,11 +253,15 @@ class Replay:
             # Every scenario would pass with nothing to copy: an empty PASSED proves nothing.
             raise UsageError(f"input topic {opts.input_topic!r} holds no committed records, so there is "
                              "nothing to replay; load records into it first (--load N, N >= 1)")
+        if opts.client_config and not opts.template.takes_kafka_options:
+            self._event("the client settings reach this tool's clients, not the job: the job command must "
+                        "carry its own (e.g. its --kafka-option flags, or a properties file it reads)")
         order = sorted(opts.scenarios, key=lambda n: n != "baseline")  # baseline first: it times the job
         results = [self._scenario(name, partitions) for name in order]
         return ReplayResult(opts.bootstrap, opts.broker.origin if opts.broker else None, opts.input_topic,
                             opts.template.engine, opts.template.text, opts.seed, results,
-                            simulated=bool(opts.broker and opts.broker.simulated))
+                            simulated=bool(opts.broker and opts.broker.simulated),
+                            client_config=masked(opts.client_config))
 
     # -- one scenario ------------------------------------------------------------------------------
 
@@ -422,6 +433,10 @@ class Replay:
             hold_file.touch()
         values = {**values, "hold_file": str(hold_file)}
         args = list(extra or [])
+        if self.options.template.takes_kafka_options:
+            # Each setting as the job's option kafka.KEY of its source and sink.
+            for key, value in self.options.client_config.items():
+                args += [KAFKA_OPTION_FLAG, f"{key}={value}"]
         run_env = dict(env)
         if failpoint is not None:
             if self.options.template.takes_kit_flags:

@@ -12,6 +12,9 @@ Failpoints reach the kit's examples as ``--failpoint NAME:ACTION@HIT`` and a cus
 ``KAFKA_EOS_FAILPOINTS`` (every job built on ``twophase`` reads it); executor task failures
 through ``KAFKA_EOS_TASK_FAILURE_RATE`` / ``KAFKA_EOS_TASK_FAILURE_SEED``. The kit's examples also
 take ``--transaction-timeout-ms``, ``--checkpoint-timeout-ms`` and ``--restart-budget-ms``.
+The Spark example also gets the client settings of ``--command-config`` / ``--client-config``, as
+``--kafka-option KEY=VALUE`` each; a run's recorded and logged command line masks the secret ones
+(:func:`connectors.tools.client_settings.masked_argv`).
 ``{metrics_file}`` is optional: without it there are no latency plots for the job.
 ``{hold_file}`` is optional too: a job that takes it waits, once its input is processed, until
 that file exists before it exits (as the kit's examples do, ``examples/job_hold.py``), which is
@@ -44,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from connectors.tools.client_settings import masked_argv
 from connectors.tools.errors import JobTemplateError
 from twophase import failpoints
 
@@ -138,6 +142,12 @@ class JobTemplate:
                 f"job command must contain {', '.join('{' + p + '}' for p in missing)} so every scenario "
                 "runs against its own output topic and checkpoint directory")
         return cls(text, "custom", takes_kit_flags=False)
+
+    @property
+    def takes_kafka_options(self) -> bool:
+        """True when the job takes client settings as ``--kafka-option KEY=VALUE`` (the Spark
+        example, which makes each its source's and sink's option ``kafka.KEY``)."""
+        return self.engine == "spark"
 
     @property
     def writes_metrics(self) -> bool:
@@ -235,14 +245,16 @@ class JobRun:
         # Failpoints append their line to the log themselves (see the module docstring).
         env[failpoints.LOG_FILE_ENV] = str(log_path)
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.result = RunResult(list(argv), dict(env_overrides), log_path, start_ms=_now_ms())
-        log_path.write_bytes(f"$ {shlex.join(argv)}  # env {dict(env_overrides)}\n".encode())
+        # What is recorded and logged shows no secret client setting (the job gets them all).
+        shown = masked_argv(argv)
+        self.result = RunResult(shown, dict(env_overrides), log_path, start_ms=_now_ms())
+        log_path.write_bytes(f"$ {shlex.join(shown)}  # env {dict(env_overrides)}\n".encode())
         # Append mode: every write of the job lands at the end, after any line a failpoint appended.
         with open(log_path, "ab") as out:
             self._process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         self.result.pid = self._process.pid
-        log.info("job started (pid %d): %s", self._process.pid, shlex.join(argv))
+        log.info("job started (pid %d): %s", self._process.pid, shlex.join(shown))
 
     @property
     def pid(self) -> int:

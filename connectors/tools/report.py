@@ -100,6 +100,9 @@ def markdown(result: ReplayResult, plot_file: str | None = None) -> str:
         "",
         f"- Overall: **{word}**" + (f": {why}" if why else ""),
         f"- Broker: `{result.bootstrap}`" + (f" ({result.broker_origin})" if result.broker_origin else ""),
+        *([f"- Client settings (secret values masked): "
+           + ", ".join(f"`{_markdown_cell(k)}={_markdown_cell(v)}`" for k, v in result.client_config.items())]
+          if result.client_config else []),
         f"- Input topic: `{result.input_topic}`",
         f"- Engine: {result.engine}; job command: `{result.job_command}`",
         f"- Seed: {result.seed} (rerun with the same seed to reproduce the faults)",

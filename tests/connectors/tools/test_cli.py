@@ -335,3 +335,240 @@ def test_a_bad_kafka_version_is_one_line_naming_the_option(capsys, version):
     assert exit_info.value.code == 2
     (line,) = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
     assert "--kafka-version" in line and "4 (the newest 4.x), 3.9" in line
+
+
+# -- client settings: --command-config FILE and --client-config KEY=VALUE (issue 35) ---------------
+
+from connectors.tools import client_settings, demo as demo_module, replay as replay_module  # noqa: E402
+from connectors.tools.client_settings import MASK, masked, masked_argv, read_properties  # noqa: E402
+
+JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="prover" password="pa=ss";'
+PROPERTIES = (
+    "# a client properties file, as kafka-console-producer.sh --command-config takes it\n"
+    "security.protocol=SASL_SSL\n"
+    "! another comment\n"
+    "sasl.mechanism: SCRAM-SHA-512\n"
+    "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n"
+    '    username="prover" \\\n'
+    '    password="pa\\=ss";\n'
+    "ssl.truststore.location /etc/kafka/truststore.jks\n"
+    "ssl.truststore.password = tr\\u00fcst\n"
+    "client.id=\n"
+)
+SECRETS = ("pa=ss", "trüst")
+
+
+@pytest.fixture
+def properties(tmp_path):
+    path = tmp_path / "client.properties"
+    path.write_text(PROPERTIES, encoding="utf-8")
+    return path
+
+
+def test_a_command_config_file_is_read_as_java_util_properties_reads_it(properties):
+    assert read_properties(properties) == {
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": JAAS,
+        "ssl.truststore.location": "/etc/kafka/truststore.jks", "ssl.truststore.password": "trüst", "client.id": "",
+    }
+
+
+def test_a_file_that_is_not_utf8_is_read_as_latin1_as_java_reads_it(tmp_path):
+    path = tmp_path / "latin1.properties"
+    path.write_bytes("sasl.password=gr\u00fcn\n".encode("iso-8859-1"))
+    assert read_properties(path) == {"sasl.password": "grün"}
+
+
+def test_client_config_entries_override_the_file_and_the_last_repeat_wins(properties):
+    args = cli.build_parser().parse_args([
+        "verify", "--bootstrap", "b:9092", "--input", "i", "--output", "o", "--client-config", "sasl.mechanism=PLAIN",
+        "--command-config", str(properties), "--client-config", "linger.ms=5", "--client-config", "linger.ms=7",
+        "--client-config", "ssl.endpoint.identification.algorithm="])
+    settings = cli._settings(args)
+    assert settings.values["sasl.mechanism"] == "PLAIN"  # whatever the order on the command line
+    assert settings.values["linger.ms"] == "7" and settings.values["ssl.endpoint.identification.algorithm"] == ""
+    assert settings.values["sasl.jaas.config"] == JAAS
+    assert settings.sources == (f"--command-config {properties}", "--client-config")
+
+
+def test_bootstrap_servers_of_a_file_is_left_to_the_bootstrap_option(tmp_path):
+    path = tmp_path / "with-bootstrap.properties"
+    path.write_text("bootstrap.servers=elsewhere:9092\nsecurity.protocol=SSL\n")
+    args = cli.build_parser().parse_args(["load", "--bootstrap", "b:9092", "--topic", "t",
+                                          "--command-config", str(path)])
+    assert cli._settings(args).values == {"security.protocol": "SSL"}
+
+
+def test_secret_values_are_masked(properties):
+    shown = masked(read_properties(properties))
+    assert shown["sasl.jaas.config"] == shown["ssl.truststore.password"] == MASK
+    assert shown["security.protocol"] == "SASL_SSL" and shown["ssl.truststore.location"] == "/etc/kafka/truststore.jks"
+    assert masked({"sasl.password": "x", "sasl.oauthbearer.client.secret": "y", "ssl.key.pem": "z",
+                   "SSL.KEYSTORE.PASSWORD": "w"}) == dict.fromkeys(
+        ("sasl.password", "sasl.oauthbearer.client.secret", "ssl.key.pem", "SSL.KEYSTORE.PASSWORD"), MASK)
+    assert masked_argv(["job.py", "--bootstrap", "b:1", "--kafka-option", "sasl.password=p=w",
+                        "--kafka-option=sasl.jaas.config=x y", "--option", "kafka.ssl.key.password=k",
+                        "--kafka-option", "sasl.username=prover"]) == [
+        "job.py", "--bootstrap", "b:1", "--kafka-option", f"sasl.password={MASK}",
+        f"--kafka-option=sasl.jaas.config={MASK}", "--option", f"kafka.ssl.key.password={MASK}",
+        "--kafka-option", "sasl.username=prover"]
+
+
+COMMANDS_WITH_KAFKA = {
+    "verify": ["--bootstrap", "b:9092", "--input", "i", "--output", "o"],
+    "load": ["--bootstrap", "b:9092", "--topic", "t"],
+    "create-topic": ["--bootstrap", "b:9092", "--topic", "t"],
+    "replay": ["--bootstrap", "b:9092", "--input", "i"],
+    "demo": ["--bootstrap", "b:9092"],
+    "transactions": ["--bootstrap", "b:9092", "--prefix", "p"],
+    "status": ["--bootstrap", "b:9092", "--checkpoint-location", "/tmp/chk"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS_WITH_KAFKA))
+def test_every_command_that_talks_to_kafka_takes_both_options(command, properties):
+    args = cli.build_parser().parse_args([command, *COMMANDS_WITH_KAFKA[command], "--command-config", str(properties),
+                                          "--client-config", "sasl.mechanism=SCRAM-SHA-256"])
+    values = cli._settings(args).values
+    assert values["sasl.mechanism"] == "SCRAM-SHA-256" and values["security.protocol"] == "SASL_SSL"
+
+
+@pytest.mark.parametrize("argv, flag, valid", [
+    (["--client-config", "foo"], "--client-config", "is not KEY=VALUE"),
+    (["--client-config", "=x"], "--client-config", "is not KEY=VALUE"),
+    (["--command-config", "/no/such/client.properties"], "--command-config", "no such file"),
+    (["--command-config", "/"], "--command-config", "not a file"),
+])
+@pytest.mark.parametrize("command", ["load", "replay", "demo", "verify"])
+def test_bad_client_settings_are_one_line_naming_the_option(capsys, command, argv, flag, valid):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command, *COMMANDS_WITH_KAFKA[command], *argv])
+    assert exit_info.value.code == 2
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert flag in line and valid in line
+    assert "properties file" in line or "security.protocol=SASL_SSL" in line
+
+
+def test_an_unreadable_command_config_is_one_line_naming_the_option(capsys, properties, monkeypatch):
+    def refuse(self):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "read_bytes", refuse)  # as root, chmod 000 would not stop the read
+    with pytest.raises(SystemExit):
+        cli.main(["load", "--bootstrap", "b:9092", "--topic", "t", "--command-config", str(properties)])
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert "--command-config" in line and "cannot be read (Permission denied)" in line
+
+
+@pytest.fixture
+def seen_configs(monkeypatch):
+    """Every configuration clients_for is called with, by the CLI, the demo and the replay."""
+    seen = []
+    real = cli.clients_for
+
+    def recording(bootstrap, config=None):
+        seen.append(dict(config or {}))
+        return real(bootstrap, config)
+
+    for module in (cli, demo_module, replay_module):
+        monkeypatch.setattr(module, "clients_for", recording)
+    return seen
+
+
+@pytest.mark.parametrize("command, argv", [
+    ("load", ["--topic", "t2", "--records", "10"]),
+    ("verify", ["--input", "in", "--output", "out"]),
+    ("create-topic", ["--topic", "t3"]),
+    ("transactions", ["--prefix", "p"]),
+    ("status", ["--checkpoint-location", "/nonexistent/chk"]),
+])
+def test_the_settings_reach_clients_for(fake, capsys, properties, seen_configs, command, argv):
+    run(capsys, command, "--bootstrap", fake.bootstrap_servers, *argv, "--command-config", str(properties),
+        "--client-config", "client.id=prover")
+    assert seen_configs and all(c == {**read_properties(properties), "client.id": "prover"} for c in seen_configs)
+
+
+FAKE_SPARK_JOB = '''\
+"""Stands in for the Spark example: records its --kafka-option settings, then runs the in-process copy."""
+import json, os, sys
+argv, options, args = sys.argv[1:], [], []
+while argv:
+    word = argv.pop(0)
+    if word == "--kafka-option":
+        options.append(argv.pop(0))
+    elif word == "--max-offsets-per-trigger":
+        args += ["--max-poll-records", argv.pop(0)]
+    else:
+        args.append(word)
+with open(os.environ["FAKE_SPARK_OPTIONS"], "a") as out:
+    out.write(json.dumps(options) + "\\n")
+copy = os.path.join(os.environ["REAL_EXAMPLES"], "copy_pipeline.py")
+os.execv(sys.executable, [sys.executable, copy, *args, "--checkpoint-every-records", "100"])
+'''
+
+
+@pytest.fixture
+def fake_spark_example(tmp_path, monkeypatch):
+    examples = tmp_path / "examples"
+    examples.mkdir()
+    (examples / "spark_pipeline.py").write_text(FAKE_SPARK_JOB)
+    options = tmp_path / "spark-options.jsonl"
+    monkeypatch.setenv("FAKE_SPARK_OPTIONS", str(options))
+    monkeypatch.setenv("REAL_EXAMPLES", str(replay_jobs.EXAMPLES_DIR))
+    monkeypatch.setattr(replay_jobs, "EXAMPLES_DIR", examples)
+    return options
+
+
+@pytest.mark.parametrize("command", ["replay", "demo"])
+def test_replay_and_demo_give_the_settings_to_their_clients_and_the_job_without_showing_secrets(
+        command, capsys, tmp_path, properties, seen_configs, fake_spark_example):
+    bootstrap = f"fake-kafka://{tmp_path / 'kafka.db'}"
+    which = (["--input", "in", "--load", "500"] if command == "replay" else ["--records", "500"])
+    code, out, err = run(capsys, command, "--bootstrap", bootstrap, *which, "--engine", "spark",
+                         "--scenarios", "baseline,after_pre_commit", "--batch-records", "100",
+                         "--command-config", str(properties), "--client-config", "client.id=prover",
+                         "--reports-dir", str(tmp_path / "reports"))
+    expected = {**read_properties(properties), "client.id": "prover"}
+    assert code == 0, out + err
+    assert seen_configs and all(c == expected for c in seen_configs)
+    # Every run of the job got every setting, as the Spark example takes them.
+    runs = [json.loads(line) for line in fake_spark_example.read_text().splitlines()]
+    assert len(runs) == 3  # the baseline, the crashed run and its restart
+    assert all(options == [f"{k}={v}" for k, v in expected.items()] for options in runs)
+    # The reports, the console and the runs' logs show the settings with their secrets masked.
+    folder, data = the_report(tmp_path / "reports")
+    assert data["client_config"] == masked(expected)
+    recorded = [" ".join(r["argv"]) for s in data["scenarios"] for r in s["runs"]]
+    assert all("--kafka-option sasl.jaas.config=****" in a and "security.protocol=SASL_SSL" in a for a in recorded)
+    markdown = (folder / "report.md").read_text()
+    assert "`sasl.jaas.config=****`" in markdown and "`security.protocol=SASL_SSL`" in markdown
+    logs = "".join(p.read_text() for p in (tmp_path / "reports" / "work").rglob("run-*.log"))
+    for secret in SECRETS:
+        for where, text in {"report.md": markdown, "report.json": (folder / "report.json").read_text(),
+                            "console": out + err, "run logs": logs}.items():
+            assert secret not in text and json.dumps(secret)[1:-1] not in text, where
+
+
+@pytest.mark.parametrize("command, argv", [("replay", ["--input", "in"]), ("demo", [])])
+def test_settings_without_a_named_cluster_are_a_usage_error(command, argv, capsys, monkeypatch, tmp_path):
+    no_broker_anywhere(monkeypatch)
+    code, _, err = run(capsys, command, *argv, "--client-config", "security.protocol=SSL",
+                       "--reports-dir", str(tmp_path))
+    assert code == 2
+    assert "--client-config need --bootstrap" in err
+
+
+@pytest.mark.parametrize("command, argv", [("replay", ["--input", "in"]), ("demo", [])])
+def test_settings_for_the_in_process_engine_say_what_to_use_instead(fake, capsys, tmp_path, command, argv):
+    code, _, err = run(capsys, command, "--bootstrap", fake.bootstrap_servers, *argv, "--engine", "inprocess",
+                       "--client-config", "security.protocol=SSL", "--reports-dir", str(tmp_path))
+    assert code == 2
+    assert "--client-config are not for --engine inprocess" in err and "--engine spark" in err
+    assert not list(tmp_path.rglob("*.log")), "nothing was started"
+
+
+def test_the_replay_itself_refuses_settings_for_the_in_process_engine(fake, tmp_path):
+    options = replay_module.ReplayOptions(bootstrap=fake.bootstrap_servers, input_topic="in",
+                                          template=replay_jobs.JobTemplate.for_engine("inprocess"), work_dir=tmp_path,
+                                          client_config={"security.protocol": "SSL"})
+    with pytest.raises(cli.UsageError, match="not for --engine inprocess"):
+        replay_module.Replay(options)
