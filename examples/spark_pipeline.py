@@ -61,6 +61,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--kafka-option", action="append", default=[], metavar="NAME=VALUE",
                         help="a librdkafka client setting for the source and the sink (option kafka.NAME), e.g. "
                              "security.protocol=SASL_SSL; may repeat")
+    parser.add_argument("--output-bootstrap", default=None,
+                        help="the sink's bootstrap servers, when the output topic is on another cluster than the "
+                             "input (default: --bootstrap); the sink then takes --output-kafka-option, not "
+                             "--kafka-option")
+    parser.add_argument("--output-kafka-option", action="append", default=[], metavar="NAME=VALUE",
+                        help="a client setting of the sink only (option kafka.NAME), e.g. for an output cluster "
+                             "with other security than the input's; with it (or --output-bootstrap) the sink "
+                             "takes these instead of --kafka-option; may repeat")
     parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                         help="a kafka-eos option of both the source and the sink, e.g. eos.brokerRetryTimeoutMs=30000")
     parser.add_argument("--max-partitions", type=int, default=None,
@@ -119,6 +127,21 @@ def kafka_options(args: argparse.Namespace) -> dict[str, str]:
     return options
 
 
+def sink_kafka_options(args: argparse.Namespace) -> dict[str, str]:
+    """The sink's options: those of the source, or, with --output-bootstrap or --output-kafka-option
+    (an output cluster of its own), its bootstrap servers and --output-kafka-option instead."""
+    if args.output_bootstrap is None and not args.output_kafka_option:
+        return kafka_options(args)
+    options = {name: value for name, value in kafka_options(args).items() if not name.startswith("kafka.")}
+    options["kafka.bootstrap.servers"] = args.output_bootstrap or args.bootstrap
+    for setting in args.output_kafka_option:
+        name, sep, value = setting.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"--output-kafka-option {setting!r}: expected NAME=VALUE, e.g. security.protocol=SASL_SSL")
+        options[f"kafka.{name}"] = value
+    return options
+
+
 def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
@@ -166,7 +189,7 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
         from kafka_testkit.task_failures import with_task_failures
 
         output = with_task_failures(output)
-    sink_options = {**kafka_options(args), "topic": args.output, "checkpointLocation": args.checkpoint_dir}
+    sink_options = {**sink_kafka_options(args), "topic": args.output, "checkpointLocation": args.checkpoint_dir}
     if args.sink_format != "kafka":
         sink_options.update({
             "eos.deliveryGuarantee": args.delivery_guarantee,
