@@ -42,7 +42,8 @@ def batch_to_arrow(batch: ConsumedBatch, include_headers: bool) -> pa.RecordBatc
     ]
     if include_headers:
         headers = batch.headers if batch.headers is not None else [()] * count
-        columns.append(pa.array([[{"key": k, "value": v} for k, v in record_headers]
+        # As Spark's own source (KafkaRecordToRowConverter): a record without headers has null, not [].
+        columns.append(pa.array([[{"key": k, "value": v} for k, v in record_headers] if record_headers else None
                                  for record_headers in headers], schema.field("headers").type))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
