@@ -69,7 +69,8 @@ def parse_setting(text: str) -> tuple[str, str]:
     """``KEY=VALUE`` (the value may be empty and may contain ``=``)."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
-        raise ClientSettingsError(f"{text!r} is not KEY=VALUE, e.g. security.protocol=SASL_SSL or "
+        shown = "a secret's setting" if is_secret(text) else repr(text)  # sasl.password:... is not echoed
+        raise ClientSettingsError(f"{shown} is not KEY=VALUE, e.g. security.protocol=SASL_SSL or "
                                   "sasl.mechanism=SCRAM-SHA-512")
     return key.strip(), value
 
@@ -96,8 +97,9 @@ def read_properties(path: str | Path) -> dict[str, str]:
         text = data.decode("iso-8859-1")
     try:
         settings = javaproperties.loads(text)
-    except ValueError as exc:  # a malformed \\u escape
-        raise ClientSettingsError(f"{path}: not a Java properties file: {exc}") from None
+    except ValueError:  # a malformed \\u escape; its text, which may be a secret's, is not shown
+        raise ClientSettingsError(f"{path}: not a Java properties file: a \\u escape must be followed by four hex "
+                                  "digits (write a backslash as \\\\)") from None
     return {key.strip(): value for key, value in settings.items() if key.strip()}
 
 

@@ -435,6 +435,7 @@ def test_every_command_that_talks_to_kafka_takes_both_options(command, propertie
 @pytest.mark.parametrize("argv, flag, valid", [
     (["--client-config", "foo"], "--client-config", "is not KEY=VALUE"),
     (["--client-config", "=x"], "--client-config", "is not KEY=VALUE"),
+    (["--client-config", "sasl.password:hunter2"], "--client-config", "a secret's setting is not KEY=VALUE"),
     (["--command-config", "/no/such/client.properties"], "--command-config", "no such file"),
     (["--command-config", "/"], "--command-config", "not a file"),
 ])
@@ -444,8 +445,18 @@ def test_bad_client_settings_are_one_line_naming_the_option(capsys, command, arg
         cli.main([command, *COMMANDS_WITH_KAFKA[command], *argv])
     assert exit_info.value.code == 2
     (line,) = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
-    assert flag in line and valid in line
+    assert flag in line and valid in line and "hunter2" not in line
     assert "properties file" in line or "security.protocol=SASL_SSL" in line
+
+
+def test_a_malformed_escape_in_a_command_config_is_one_line_naming_the_option(capsys, tmp_path):
+    path = tmp_path / "bad.properties"
+    path.write_text("sasl.password=\\u12\n")
+    with pytest.raises(SystemExit):
+        cli.main(["load", "--bootstrap", "b:9092", "--topic", "t", "--command-config", str(path)])
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert "--command-config" in line and "a \\u escape must be followed by four hex digits" in line
+    assert "u12" not in line  # the value, which may be a secret, is not shown
 
 
 def test_an_unreadable_command_config_is_one_line_naming_the_option(capsys, properties, monkeypatch):
