@@ -9,7 +9,7 @@ kafka-eos`` (the kit's), in one Spark session, so the suite starts one Spark per
     {"common": {"kafka.bootstrap.servers": "...", ...},      # options of every read and write
      "reads": [{"name": "...", "stream": false, "options": {...}},
                {"name": "...", "stream": true, "sink": "memory" | "parquet", "options": {...}}],
-     "writes": [{"name": "...", "topic": "...", "keys": 3000}],
+     "writes": [{"name": "...", "topic": "...", "keys": 3000, "options": {...}}],
      "foreach_batch_writes": [{"name": "...", "input": "...", "topic": "..."}]}   # kafka-eos only
 
 Every read and write takes exactly the same options whatever the format (the promise under test):
@@ -129,7 +129,7 @@ def main() -> int:
     for write in spec.get("writes", []):
         try:
             (keyed_rows(spark, write["keys"]).write.format(args.format).mode("append")
-             .options(**common).option("topic", write["topic"]).save())
+             .options(**common).options(**write.get("options", {})).option("topic", write["topic"]).save())
             result["writes"][write["name"]] = "ok"
         except Exception as exc:
             traceback.print_exc()

@@ -47,6 +47,9 @@ T0 = (int(time.time()) - 3600) * 1000
 A_PARTITIONS, A_RECORDS = 4, 60
 B_PARTITIONS, B_RECORDS = 2, 40
 KEYS = 3000
+#: Java producer settings of the keyed writes, given to both sinks alike.
+WRITE_OPTIONS = {"kafka.max.request.size": "2097152", "kafka.compression.type": "lz4", "kafka.acks": "all",
+                 "kafka.linger.ms": "5"}
 KEY_PARTITIONS = 6
 READ_COMMITTED = {"kafka.isolation.level": "read_committed"}
 
@@ -63,7 +66,9 @@ def reads(a: str, b: str, pattern: str, run: str) -> list[dict]:
             # p2 starts on a record of the aborted transaction and ends two offsets later: empty.
             "subscribe": a, "startingOffsets": json.dumps({a: {"0": 5, "1": -2, "2": 31, "3": 0}}),
             "endingOffsets": json.dumps({a: {"0": 40, "1": -1, "2": 33, "3": -1}}),
-            "fetchOffset.numRetries": "3", "fetchOffset.retryIntervalMs": "10"}},
+            "fetchOffset.numRetries": "3", "fetchOffset.retryIntervalMs": "10",
+            # Java consumer settings that librdkafka does not name alike (or at all).
+            "kafka.max.poll.records": "100", "kafka.fetch.max.bytes": "1048576"}},
         {"name": "offsets-by-timestamp-strategy-latest", "options": {
             # p0 matches no record: latest, by the strategy; p3 starts after the aborted records.
             "subscribe": a, "includeHeaders": "true", "startingOffsetsByTimestampStrategy": "latest",
@@ -261,7 +266,8 @@ def make_runs(tmp: Path, bootstrap: str, clients_config: dict[str, str], common:
         read["options"] = {**READ_COMMITTED, **read["options"]}
     results = {}
     for fmt, out in (("kafka", "keys-kafka"), ("kafka-eos", "keys-eos")):
-        spec = {"common": common, "reads": table, "writes": [{"name": "keys", "topic": topics[out], "keys": KEYS}],
+        spec = {"common": common, "reads": table,
+                "writes": [{"name": "keys", "topic": topics[out], "keys": KEYS, "options": WRITE_OPTIONS}],
                 "foreach_batch_writes": [{"name": "keys-fb", "input": topics["keys-in"], "topic": topics["keys-fb"]}]
                 if foreach_batch else []}
         results[fmt] = run_job(fmt, spec, tmp / fmt, jars)
