@@ -64,7 +64,8 @@ def batch_read(spark, fmt: str, options: dict[str, str]) -> dict:  # type: ignor
             "partitions": df.rdd.getNumPartitions()}
 
 
-def stream_read(spark, fmt: str, options: dict[str, str], sink: str, work: Path, name: str) -> dict:  # type: ignore[no-untyped-def]
+def stream_read(spark, fmt: str, options: dict[str, str], sink: str, work: Path,  # type: ignore[no-untyped-def]
+                name: str) -> dict:
     df = spark.readStream.format(fmt).options(**options).load()
     query_name = "q_" + "".join(c if c.isalnum() else "_" for c in name)
     writer = (select_columns(df, options).writeStream.trigger(availableNow=True)

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition as CTopicPartition
 
-from connectors.kafka.authorization import GROUP, PREFIXED, TOPIC, AclRequirement, sink_acls, source_acls
+from connectors.kafka.authorization import GROUP, PREFIXED, AclRequirement, sink_acls, source_acls
 from connectors.kafka.clients.broker_retry import BrokerRetryPolicy, RetryingClusterAdmin
 from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
 from kafka_testkit.java_truststore import TruststoreError, java_scram_settings, jks_truststore
@@ -80,7 +80,8 @@ def reads(a: str, b: str, pattern: str, run: str) -> list[dict]:
             "subscribePattern": pattern, "startingTimestamp": str(T0 + 15_000),
             "endingTimestamp": str(T0 + 40_000)}},
         {"name": "assign-minPartitions-groupIdPrefix", "options": {
-            "assign": json.dumps({a: [0, 2], b: [1]}), "startingOffsets": json.dumps({a: {"0": -2, "2": 3}, b: {"1": -2}}),
+            "assign": json.dumps({a: [0, 2], b: [1]}),
+            "startingOffsets": json.dumps({a: {"0": -2, "2": 3}, b: {"1": -2}}),
             "minPartitions": "9", "groupIdPrefix": f"dropin-{run}", "includeHeaders": "true"}},
         {"name": "maxRecordsPerPartition-group.id-failOnDataLoss", "options": {
             "subscribePattern": pattern, "startingOffsets": "earliest", "maxRecordsPerPartition": "7",
@@ -234,7 +235,8 @@ def assert_same_rows(runs: Runs, name: str) -> set[tuple]:
 
 
 def assert_same_partitions(runs: Runs, ours: str) -> None:
-    assert runs.results["kafka"]["writes"]["keys"] == "ok", f"Spark's write failed: {runs.results['kafka']['writes']['keys']}"
+    theirs_written = runs.results["kafka"]["writes"]["keys"]
+    assert theirs_written == "ok", f"Spark's write failed: {theirs_written}"
     written = runs.results["kafka-eos"]["writes"]["keys" if ours == "keys-eos" else ours]
     assert written == "ok", f"the kit's write to {ours} failed: {written}"
     theirs = key_partitions(runs.bootstrap, runs.config, runs.topics["keys-kafka"])
@@ -248,7 +250,8 @@ def assert_same_partitions(runs: Runs, ours: str) -> None:
 
 
 def make_runs(tmp: Path, bootstrap: str, clients_config: dict[str, str], common: dict[str, str], admin_of,
-              jars: str, names: list[str] | None, foreach_batch: bool, grant=None) -> Runs:  # type: ignore[no-untyped-def]
+              jars: str, names: list[str] | None, foreach_batch: bool,
+              grant=None) -> Runs:  # type: ignore[no-untyped-def]
     run = uuid.uuid4().hex[:8]
     base = f"dropin-{run}"
     topics = {"a": f"{base}-in-a", "b": f"{base}-in-b", "keys-in": f"{base}-keys-in",

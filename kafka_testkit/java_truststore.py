@@ -50,7 +50,8 @@ def scram_jaas_config(username: str, password: str) -> str:
     return f'{SCRAM_LOGIN_MODULE} required username="{username}" password="{password}";'
 
 
-def java_scram_settings(librdkafka_config: dict[str, str], truststore: Path, truststore_password: str) -> dict[str, str]:
+def java_scram_settings(librdkafka_config: dict[str, str], truststore: Path,
+                        truststore_password: str) -> dict[str, str]:
     """Java client settings (no ``kafka.`` prefix) for the SCRAM user of ``librdkafka_config``
     (``sasl.username``, ``sasl.password``, ``sasl.mechanism``): SASL_SSL, a JAAS line, a JKS truststore."""
     return {
