@@ -51,7 +51,6 @@ import os
 import sqlite3
 import threading
 import time
-import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Mapping, Sequence
@@ -71,6 +70,7 @@ from connectors.kafka.clients import (
     TransactionListing,
 )
 from connectors.kafka.clients.error_table import BROKER_ERROR_NAMES, kafka_error
+from connectors.kafka.clients.murmur2 import java_partition
 
 logger = logging.getLogger(__name__)
 
@@ -963,8 +963,12 @@ class FakeProducer:
         self.begin_transaction()
 
     def _choose_partition(self, topic: str, key: bytes | None, partition_count: int) -> int:
+        # Keyed records go where Java's default partitioner (and the kit's librdkafka producer,
+        # partitioner=murmur2_random) puts them on a real cluster. Records without a key are
+        # spread evenly: round robin here, sticky and random in both real clients, which no
+        # reader can tell apart.
         if key is not None:
-            return zlib.crc32(key) % partition_count
+            return java_partition(key, partition_count)
         turn = self._round_robin.get(topic, 0)
         self._round_robin[topic] = turn + 1
         return turn % partition_count

@@ -175,22 +175,22 @@ def _timestamp(options: Mapping[str, str], name: str) -> int | None:
 
 
 def _client_config(options: Mapping[str, str]) -> dict[str, str]:
-    """``kafka.*`` options minus the prefix, passed to the Kafka clients as they are."""
+    """``kafka.*`` options minus the prefix: the Kafka clients' settings, in librdkafka's names or
+    Java's client's, checked here so that a query fails with one line before its first batch.
+    Returned in librdkafka's names, trust and key stores as given (their files are local to each
+    node, where the clients convert them; see connectors/kafka/clients/java_client_settings.py)."""
+    # Imported here: this function is the one place of this module that knows the clients' settings.
+    from connectors.kafka.clients.java_client_settings import check_client_config
+    from connectors.kafka.errors import UnsupportedClientSettingError
+
     config = {}
     for key, value in options.items():
         if key.lower().startswith("kafka.") and key.lower() != "kafka.bootstrap.servers":
             config[key[len("kafka."):].lower()] = str(value)
-    for forbidden, reason in (
-        ("group.id", "offsets live in Spark's checkpoint, not in a consumer group "
-                     "(eos.commitOffsetsToGroup mirrors them to a group for lag monitoring)"),
-        ("enable.auto.commit", "offsets live in Spark's checkpoint"),
-        ("transactional.id", "the sink names its transactions itself (eos.transactionalIdPrefix)"),
-        ("isolation.level", "the source always reads read_committed, the only level that keeps "
-                            "aborted records out"),
-    ):
-        if forbidden in config:
-            raise KafkaEosOptionError(f"option kafka.{forbidden} is not supported: {reason}")
-    return config
+    try:
+        return {key: str(value) for key, value in check_client_config(config).items()}
+    except UnsupportedClientSettingError as exc:
+        raise KafkaEosOptionError(str(exc)) from exc
 
 
 def _bootstrap(options: Mapping[str, str]) -> str:

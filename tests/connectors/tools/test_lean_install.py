@@ -26,7 +26,9 @@ def _names(requirements: list[str]) -> set[str]:
 
 
 def test_the_core_dependencies_are_what_executors_need():
-    assert _names(_project()["dependencies"]) == {"pyspark", "pyarrow", "confluent-kafka", "kafka-python", "tenacity"}
+    # cryptography: Java's trust and key stores read into PEM files on each executor (keystores.py).
+    assert _names(_project()["dependencies"]) == {"pyspark", "pyarrow", "confluent-kafka", "kafka-python", "tenacity",
+                                                  "cryptography"}
 
 
 def test_the_tools_extra_holds_the_cli_packages_and_the_tests_install_it():

@@ -20,6 +20,7 @@ from confluent_kafka import Producer as _Producer
 
 from connectors.kafka.authorization import CLUSTER, CLUSTER_NAME, TOPIC, authorization_error, transactional_id_error
 from connectors.kafka.clients import Headers, ProduceBatch, ProducerIdentity
+from connectors.kafka.clients.java_client_settings import DEFAULT_PARTITIONER
 from connectors.kafka.errors import (
     BrokerUnavailableError,
     InvalidProducerEpochError,
@@ -109,7 +110,10 @@ class ConfluentProducer:
         self._txn_log = _TransactionErrorLog()
         conf: dict[str, Any] = base_config(bootstrap_servers)
         conf["logger"] = self._txn_log
-        conf.update({"enable.idempotence": True, "linger.ms": 5})
+        # Java's default partitioning (murmur2 of the key, records without a key spread sticky and
+        # evenly), so keyed records land where a Java producer puts them; a user's
+        # kafka.partitioner (or kafka.partitioner.class, translated) wins.
+        conf.update({"enable.idempotence": True, "linger.ms": 5, "partitioner": DEFAULT_PARTITIONER})
         conf.update(config)
         conf.update(
             {

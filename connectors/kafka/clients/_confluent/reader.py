@@ -35,8 +35,9 @@ log = logging.getLogger(__name__)
 class ConfluentRecordReader:
     """Reads explicit offset ranges with one long-lived librdkafka consumer.
 
-    The consumer never joins a group and never commits: its random group id only satisfies
-    librdkafka. Partitions are (un)assigned incrementally, so one consumer serves many reads
+    The consumer never joins a group and never commits: its group id (``group.id`` when the
+    configuration has one, Spark's meaning of the option, else a random one) only satisfies
+    librdkafka and names the consumer to the brokers. Partitions are (un)assigned incrementally, so one consumer serves many reads
     (creating one costs far more than a small read).
     """
 
@@ -61,7 +62,7 @@ class ConfluentRecordReader:
         self._config = dict(config)
         conf.update(
             {
-                "group.id": f"eos-reader-{uuid.uuid4().hex}",
+                "group.id": config.get("group.id") or f"eos-reader-{uuid.uuid4().hex}",
                 "isolation.level": self._isolation,
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,

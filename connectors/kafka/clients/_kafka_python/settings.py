@@ -1,8 +1,9 @@
 """The transaction control plane's connection settings: librdkafka-style ``kafka.*`` options
 translated for kafka-python.
 
-Users give one set of client options, in librdkafka's names, and the kit runs two client libraries
-on them: librdkafka (confluent-kafka) for the data path, kafka-python for the transaction control
+Users give one set of client options, in librdkafka's names (Java's client's are translated to them
+first, by ``clients/java_client_settings.py``, trust and key stores into PEM files), and the kit
+runs two client libraries on them: librdkafka (confluent-kafka) for the data path, kafka-python for the transaction control
 plane (EndTxn, ListTransactions, DescribeTransactions; ``clients/_kafka_python/transaction_control.py``). This module is where
 the two meet. A setting is either
 
@@ -80,13 +81,17 @@ _LIBRDKAFKA_ONLY = {
 
 # librdkafka settings kafka-python has no equivalent for, and what to use instead.
 _UNSUPPORTED = {
-    "ssl.keystore.location": "kafka-python reads PEM files only: convert the PKCS#12 keystore (openssl pkcs12 "
-                             "-in keystore.p12 -nokeys -out cert.pem; openssl pkcs12 -in keystore.p12 -nocerts "
-                             "-out key.pem) and set kafka.ssl.certificate.location and kafka.ssl.key.location",
+    # The kit's clients (RealKafkaClients) turn every keystore into PEM files before they get here
+    # (java_client_settings.librdkafka_config); one reaching this module was not converted.
+    "ssl.keystore.location": "kafka-python reads PEM files only: build the clients with "
+                             "connectors.kafka.clients.factory.clients_for, which converts keystores to PEM files",
     "ssl.keystore.password": "see kafka.ssl.keystore.location",
-    "ssl.ca.pem": "write the CA certificates to a file and set kafka.ssl.ca.location",
-    "ssl.certificate.pem": "write the certificate to a file and set kafka.ssl.certificate.location",
-    "ssl.key.pem": "write the key to a file and set kafka.ssl.key.location",
+    "ssl.ca.pem": "write the CA certificates to a file and set kafka.ssl.ca.location, or give them as Java's "
+                  "kafka.ssl.truststore.type=PEM with kafka.ssl.truststore.certificates",
+    "ssl.certificate.pem": "write the certificate to a file and set kafka.ssl.certificate.location, or give it as "
+                           "Java's kafka.ssl.keystore.certificate.chain (kafka.ssl.keystore.type=PEM)",
+    "ssl.key.pem": "write the key to a file and set kafka.ssl.key.location, or give it as Java's "
+                   "kafka.ssl.keystore.key (kafka.ssl.keystore.type=PEM)",
     "ssl.ca.certificate.stores": "set kafka.ssl.ca.location to a PEM file of the CA certificates",
     "ssl.engine.location": "kafka-python has no OpenSSL engines",
     "ssl.engine.id": "kafka-python has no OpenSSL engines",
