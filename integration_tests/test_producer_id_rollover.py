@@ -44,8 +44,10 @@ from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients import KafkaClients, ProducerIdentity
 from connectors.kafka.sink.committable import KafkaCommittable
 from connectors.kafka.sink.committer import KafkaTransactionCommitter
+from connectors.kafka.sink.committing_participant import KafkaCommittingParticipant
 from connectors.kafka.sink.config import KafkaSinkConfig
 from connectors.kafka.errors import TransactionLostError
+from twophase.transaction_endings import EndRequest, end_transactions, settle
 
 #: Kafka's last epoch before a rollover (Short.MAX_VALUE - 1); InitProducerId past it gives a new
 #: producer id.
@@ -109,6 +111,14 @@ def committable(transactional_id: str, identity: ProducerIdentity, records: int)
                             transaction_timeout_ms=int(PRODUCER_CONFIG["transaction.timeout.ms"]))
 
 
+def commit(committer: KafkaTransactionCommitter, committables: list[KafkaCommittable], checkpoint_id: int) -> None:
+    """The lifecycle's commit of one checkpoint's transactions: the one loop, its retries and rule."""
+    participant = KafkaCommittingParticipant(committer, "sink")
+    endings = end_transactions([EndRequest(participant, checkpoint_id, c) for c in committables], commit=True,
+                               checkpoint_id=checkpoint_id)
+    settle(endings, commit=True, checkpoint_id=checkpoint_id)
+
+
 def committer_for(bootstrap: str, prefix: str) -> KafkaTransactionCommitter:
     """The driver's committer, in a client of its own (a restarted driver's)."""
     return KafkaTransactionCommitter(clients_for(bootstrap), KafkaSinkConfig(
@@ -128,8 +138,8 @@ def test_a_transaction_opened_just_after_a_rollover_commits_and_recommits(
         assert handle.producer_id == rolled.producer_id, (handle, rolled)
         committer = committer_for(kafka_bootstrap, prefix)
         try:
-            committer.commit_all([committable(tid, handle, 2)], 7)
-            committer.commit_all([committable(tid, handle, 2)], 7)  # recovery repeats it
+            commit(committer, [committable(tid, handle, 2)], 7)
+            commit(committer, [committable(tid, handle, 2)], 7)  # recovery repeats it
         finally:
             committer.close()
         wait_for_end_offset(kafka_clients, tp, 3)
@@ -147,8 +157,8 @@ def test_a_transaction_at_the_last_epoch_commits_and_the_id_rolls_over_after_it(
         assert handle.producer_epoch == LAST_EPOCH, handle
         committer = committer_for(kafka_bootstrap, prefix)
         try:
-            committer.commit_all([committable(tid, handle, 1)], 7)
-            committer.commit_all([committable(tid, handle, 1)], 7)  # recovery repeats it
+            commit(committer, [committable(tid, handle, 1)], 7)
+            commit(committer, [committable(tid, handle, 1)], 7)  # recovery repeats it
         finally:
             committer.close()
         wait_for_end_offset(kafka_clients, tp, 2)
@@ -176,7 +186,7 @@ def test_a_transaction_aborted_by_a_rollover_of_its_id_is_reported_lost(
         committer = committer_for(kafka_bootstrap, prefix)
         try:
             with pytest.raises(TransactionLostError) as lost:
-                committer.commit_all([committable(tid, handle, 2)], 7)
+                commit(committer, [committable(tid, handle, 2)], 7)
         finally:
             committer.close()
         assert lost.value.transaction_count == 1 and lost.value.record_count == 2

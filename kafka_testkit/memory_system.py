@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from twophase.errors import LostTransaction
 from twophase.participants import ResettableSource, TwoPhaseCommitSink
+from twophase.transaction_endings import Ending
 
 
 class Fenced(Exception):
@@ -32,6 +34,9 @@ class MemoryTransactionalSystem:
         self.aborted_values: list[Any] = []
         self.commit_calls = 0
         self.fail_next_commits = 0
+        #: Commits refused outright (not retriable), counted down like ``fail_next_commits``.
+        self.refuse_next_commits = 0
+        self.commit_attempts: list[str] = []
         self.recommitted: list[str] = []  # transactions committed again by a restore
 
     def begin(self, txn_id: str) -> MemoryTxn:
@@ -54,6 +59,10 @@ class MemoryTransactionalSystem:
 
     def commit(self, txn_id: str, epoch: int) -> None:
         self.commit_calls += 1
+        self.commit_attempts.append(txn_id)
+        if self.refuse_next_commits:
+            self.refuse_next_commits -= 1
+            raise PermissionError(f"injected refusal of the commit of {txn_id}")
         if self.fail_next_commits:
             self.fail_next_commits -= 1
             raise ConnectionError("injected commit failure")
@@ -93,6 +102,9 @@ class Handle:
 
 
 class MemorySink(TwoPhaseCommitSink[MemoryTxn, Handle]):
+    #: A dropped connection is retried this long (the one retry layer's bound).
+    retry_timeout_s = 5.0
+
     def __init__(self, name: str, system: MemoryTransactionalSystem) -> None:
         super().__init__(name)
         self.system = system
@@ -107,23 +119,34 @@ class MemorySink(TwoPhaseCommitSink[MemoryTxn, Handle]):
     def pre_commit(self, txn: MemoryTxn) -> Handle:
         return Handle(txn.txn_id, txn.epoch)
 
-    def commit(self, committable: Handle, checkpoint_id: int) -> None:
-        self.system.commit(committable.txn_id, committable.epoch)
+    def end_transactions(self, committables: Sequence[tuple[int, Handle]], commit: bool,
+                         recovering: bool) -> list[Ending]:
+        if commit and recovering:
+            self.recovered.extend(h for _, h in committables)
+            self.system.recommitted.extend(h.txn_id for _, h in committables)
+        return [self._end(handle, commit) for _, handle in committables]
 
-    def abort(self, committable: Handle, checkpoint_id: int) -> None:
-        self.system.abort(committable.txn_id, committable.epoch)
+    def _end(self, handle: Handle, commit: bool) -> Ending:
+        """One attempt, its outcome: a dropped connection is retried later; a fenced or aborted
+        transaction is lost to a commit, and already ended for an abort; anything else failed."""
+        try:
+            (self.system.commit if commit else self.system.abort)(handle.txn_id, handle.epoch)
+        except ConnectionError as exc:
+            return Ending.retry_later(handle.txn_id, exc)
+        except (Fenced, RuntimeError) as exc:
+            if not commit:
+                return Ending.ended(handle.txn_id)
+            return Ending.lost_with(handle.txn_id, LostTransaction(handle.txn_id, 0, handle.epoch, -1,
+                                                                   reason=str(exc)), exc)
+        except Exception as exc:
+            return Ending.failed(handle.txn_id, exc)
+        return Ending.ended(handle.txn_id)
 
-    def recover_and_commit(self, committable: Handle, checkpoint_id: int) -> None:
-        self.recovered.append(committable)
-        self.system.recommitted.append(committable.txn_id)
-        self.commit(committable, checkpoint_id)
-
-    def recover_and_abort(self, keep: Sequence[Handle], restored_checkpoint_id: int | None) -> None:
+    def lingering_transactions(self, keep: Sequence[Handle],
+                               restored_checkpoint_id: int | None) -> list[tuple[int, Handle]]:
         kept = {h.txn_id for h in keep}
-        for txn_id in self.system.open_txn_ids(f"{self.name}-"):
-            if txn_id not in kept:
-                txn = self.system.txns[txn_id]
-                self.system.abort(txn_id, txn.epoch)
+        return [(-1, Handle(txn_id, self.system.txns[txn_id].epoch))
+                for txn_id in self.system.open_txn_ids(f"{self.name}-") if txn_id not in kept]
 
     def serialize_committable(self, committable: Handle) -> Any:
         return {"txn_id": committable.txn_id, "epoch": committable.epoch}

@@ -36,8 +36,8 @@ from twophase.errors import (
 )
 from twophase.checkpoint_store import FileCheckpointStore, ensure_writable_directory, validate_retained
 from twophase.checkpoint_statistics import CommitTimings
-from twophase.lifecycle import CommitLifecycle, RetryPolicy
-from twophase.participants import CheckpointParticipant, CommittingParticipant
+from twophase.lifecycle import CommitLifecycle
+from twophase.participants import CheckpointParticipant
 from twophase.checkpoint_history import CheckpointStats, CheckpointStatus
 
 log = logging.getLogger(__name__)
@@ -66,21 +66,16 @@ class CheckpointConfig:
     #: Consecutive failed checkpoints tolerated before the job fails.
     tolerable_failed_checkpoints: int = 0
     retained_checkpoints: int = 3
-    #: Attempts to deliver notify_checkpoint_complete to one participant (tenacity, exponential).
-    notify_attempts: int = 5
-    notify_max_backoff: float = 2.0
 
     def __post_init__(self) -> None:
         if self.checkpoint_interval is not None:
             _at_least("checkpoint_interval", self.checkpoint_interval, 0, strict=True, unit=" s (or None)")
         _at_least("checkpoint_timeout", self.checkpoint_timeout, 0, strict=True, unit=" s")
-        for knob, minimum in (("max_concurrent_checkpoints", 1), ("tolerable_failed_checkpoints", 0),
-                              ("notify_attempts", 1)):
+        for knob, minimum in (("max_concurrent_checkpoints", 1), ("tolerable_failed_checkpoints", 0)):
             value = getattr(self, knob)
             if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
                 raise InvalidValueError(f"{knob} must be an integer >= {minimum}, got {value!r}")
         _at_least("min_pause_between_checkpoints", self.min_pause_between_checkpoints, 0, strict=False, unit=" s")
-        _at_least("notify_max_backoff", self.notify_max_backoff, 0, strict=False, unit=" s")
         validate_retained(self.retained_checkpoints)
 
 
@@ -183,8 +178,7 @@ class CheckpointCoordinator:
             return checkpoint
 
     def _lifecycle(self) -> CommitLifecycle:
-        return CommitLifecycle(self.store, list(self._participants.values()),
-                               RetryPolicy(self.config.notify_attempts, self.config.notify_max_backoff))
+        return CommitLifecycle(self.store, list(self._participants.values()))
 
     def _attach(self, checkpoint: CompletedCheckpoint | None) -> None:
         self.latest_completed = checkpoint
@@ -405,6 +399,12 @@ class CheckpointCoordinator:
             raise
         if pending.savepoint_path is not None:
             savepoints.mark_savepoint_committed(pending.savepoint_path)
+        for participant in self._participants.values():
+            try:
+                participant.notify_checkpoint_complete(checkpoint.checkpoint_id)
+            except Exception as exc:  # nothing of exactly-once depends on it (a crash skips it too)
+                log.warning("checkpoint %d: participant %s failed to take note of its completion: %r",
+                            checkpoint.checkpoint_id, participant.name, exc)
         stats.status = CheckpointStatus.COMPLETED
         stats.end_to_end_duration_ms = _wall_clock_ms() - checkpoint.trigger_timestamp_ms
         log.info("checkpoint %d completed%s in %d ms, state %d bytes", checkpoint.checkpoint_id,
@@ -433,17 +433,15 @@ class CheckpointCoordinator:
         stats.failure_cause = cause
         stats.end_to_end_duration_ms = _wall_clock_ms() - pending.trigger_timestamp_ms
         log.warning("checkpoint %d aborted: %s", pending.checkpoint_id, cause)
+        try:
+            self._lifecycle().abort_transactions(pending.checkpoint_id, pending.states)
+        except failpoints.FailpointCrash:
+            raise
+        except Exception as exc:  # the restore that follows aborts lingering transactions
+            log.warning("checkpoint %d: aborting its pre-committed transactions failed: %r; the restore that "
+                        "follows aborts them as lingering", pending.checkpoint_id, exc)
         for name in pending.states:
-            try:
-                participant = self._participants[name]
-                if isinstance(participant, CommittingParticipant) and participant.acknowledges_externally:
-                    # Its transactions are known only from the state it acknowledged.
-                    participant.abort_transactions(
-                        participant.committables(pending.checkpoint_id, pending.states[name]))
-                participant.notify_checkpoint_aborted(pending.checkpoint_id)
-            except Exception as exc:  # the restore that follows aborts lingering transactions
-                log.warning("checkpoint %d: %s failed to abort its part: %r",
-                            pending.checkpoint_id, name, exc)
+            self._participants[name].notify_checkpoint_aborted(pending.checkpoint_id)
 
     def _abort_all_pending(self, cause: str) -> None:
         for pending in list(self._pending.values()):
@@ -455,10 +453,6 @@ class CheckpointCoordinator:
     def pending_checkpoint_ids(self) -> list[int]:
         with self._lock:
             return sorted(self._pending)
-
-    @property
-    def consecutive_failures(self) -> int:
-        return self._consecutive_failures
 
     def checkpoint_stats(self) -> list[CheckpointStats]:
         """Statistics of the last 100 checkpoints, oldest first (copies)."""

@@ -13,7 +13,8 @@ them.
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 
 class KafkaEosError(Exception):
@@ -21,17 +22,107 @@ class KafkaEosError(Exception):
 
 
 class UnrecoverableCommitError(KafkaEosError):
-    """A commit that no retry can make succeed (the transaction is gone). The coordinator does
-    not retry commits that fail with it; it commits the checkpoint's other transactions all the
-    same, then raises one error for all of the checkpoint's losses (:meth:`merged`)."""
+    """A commit that no retry can make succeed (the transaction is gone)."""
+
+
+@dataclass(frozen=True)
+class LostTransaction:
+    """One transaction of a stored checkpoint that can no longer be committed: what was lost. The
+    outcome ``LOST`` of ending it (``twophase/transaction_endings.py``) carries it."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    record_count: int
+    #: ``topic-partition`` names where the records were explicitly addressed (empty when the
+    #: producer's partitioner chose: the client does not learn those partitions).
+    partitions: tuple[str, ...] = ()
+    #: Why the external system refused the commit, in a few words.
+    reason: str = ""
+    #: What the external system did with such a transaction, in the sink's words (e.g. "aborted by
+    #: the broker before commit").
+    what_happened: str = ""
+    #: How to keep it from happening again, in the sink's words (its settings).
+    prevention: str = ""
+
+    def describe(self) -> str:
+        where = f" on {', '.join(self.partitions)}" if self.partitions else ""
+        return (f"{self.transactional_id} ({_counted(self.record_count, 'record')}{where}; producer id "
+                f"{self.producer_id}, epoch {self.producer_epoch})")
+
+
+class TransactionLostError(UnrecoverableCommitError):
+    """Pre-committed transactions of one checkpoint can no longer be committed: their data will
+    never be visible.
+
+    Raised instead of ever passing over such a loss silently, once per checkpoint, listing every
+    transaction of it that was lost (:attr:`lost`) after the commit of each was attempted (the rule
+    of ``twophase/transaction_endings.py``). Typical causes: the transactions exceeded their
+    timeout and the external system aborted them, or another producer took over their ids.
+    """
+
+    def __init__(self, message: str, *, checkpoint_id: int | None, lost: Sequence[LostTransaction]) -> None:
+        super().__init__(message)
+        self.checkpoint_id = checkpoint_id
+        self.lost: tuple[LostTransaction, ...] = tuple(lost)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only arguments: the default reduce would call __init__(message) alone.
+        return (_rebuild_transaction_lost, (str(self), self.checkpoint_id, self.lost))
 
     @classmethod
-    def merged(cls, checkpoint_id: int, errors: Sequence["UnrecoverableCommitError"],
-               committables: Sequence[object]) -> "UnrecoverableCommitError":
-        """One error for every loss of checkpoint ``checkpoint_id`` (``errors``, raised by the
-        commits of its ``committables``). A connector whose error can list its losses overrides
-        this; the default is the first error."""
-        return errors[0]
+    def for_checkpoint(cls, checkpoint_id: int | None, lost: Sequence[LostTransaction],
+                       committed: int = 0) -> "TransactionLostError":
+        """The one error of a checkpoint's losses, its message one paragraph: what was lost, why
+        a restart cannot help, and what to do instead. ``committed``: the checkpoint's other
+        transactions that did commit (a rewind would write their records twice)."""
+        lost = sorted(lost, key=lambda t: t.transactional_id)
+        count, records = len(lost), sum(t.record_count for t in lost)
+        where = "" if checkpoint_id is None else f"checkpoint {checkpoint_id}: "
+        happened = "; ".join(sorted({t.what_happened for t in lost if t.what_happened}))
+        reasons = sorted({t.reason for t in lost if t.reason})
+        prevention = "; ".join(sorted({t.prevention for t in lost if t.prevention}))
+        why = f". Cause: {'; '.join(reasons)}" if reasons else ""
+        again = f"checkpoint {checkpoint_id}" if checkpoint_id is not None else "the checkpoint"
+        message = (
+            f"{where}{_counted(count, 'transaction')} with {_counted(records, 'record')} "
+            f"{'were' if count != 1 else 'was'} lost{f' ({happened})' if happened else ''}: "
+            f"{', '.join(t.describe() for t in lost)}{why}. Those records will "
+            f"never be visible, and a restart cannot bring them back: it commits {again} again and "
+            "fails the same way. Re-produce them from the source: rewind the input to where the "
+            "checkpoint began (for a Spark query `kafka-eos status` shows the source offsets) under a "
+            "new checkpoint location and sink state, or replay them by hand"
+            + (f" (its other {committed} transaction{'s' if committed != 1 else ''} did commit: a rewind "
+               "writes their records again, so replay only the lost ones' then)" if committed else "")
+            + (f"; then {prevention}" if prevention else "") + ".")
+        return cls(message, checkpoint_id=checkpoint_id, lost=lost)
+
+    @property
+    def transactional_ids(self) -> tuple[str, ...]:
+        return tuple(t.transactional_id for t in self.lost)
+
+    @property
+    def transactional_id(self) -> str:
+        """The first lost transaction's id (for callers written when the error named one)."""
+        return self.lost[0].transactional_id if self.lost else ""
+
+    @property
+    def transaction_count(self) -> int:
+        return len(self.lost)
+
+    @property
+    def record_count(self) -> int:
+        """Records of every lost transaction."""
+        return sum(t.record_count for t in self.lost)
+
+
+def _counted(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _rebuild_transaction_lost(message: str, checkpoint_id: int | None,
+                              lost: tuple[LostTransaction, ...]) -> TransactionLostError:
+    return TransactionLostError(message, checkpoint_id=checkpoint_id, lost=lost)
 
 
 class CheckpointTriggerError(KafkaEosError, RuntimeError):

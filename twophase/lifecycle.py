@@ -9,8 +9,9 @@ calls but the participants, so a short-lived process can make one and use it onc
 1. **store** the completed checkpoint durably. This is the decision: from here on its
    transactions are committed, never aborted, by whoever gets there first;
 2. **commit** every sink transaction it names (the first alone, then the rest, so that a crash
-   between them leaves the partly committed checkpoint recovery must finish), and notify the
-   participants that commit on notification;
+   between them leaves the partly committed checkpoint recovery must finish), through the one
+   loop that ends transactions (``twophase/transaction_endings.py``), whose one rule says what
+   follows a failure;
 3. **mark** it committed in the store;
 4. **sweep**: abort lingering transactions of the sinks that ask for it (housekeeping: its failure
    fails nothing, the next checkpoint sweeps again);
@@ -28,6 +29,11 @@ calls but the participants, so a short-lived process can make one and use it onc
 :meth:`CommitLifecycle.abort`: a stored checkpoint is committed (step 1 of recovery), never
 aborted; a checkpoint never stored has the transactions its participants acknowledged aborted.
 
+Commit, recovery, abort and sweep end transactions through the same loop, with the same rule
+(``twophase/transaction_endings.py``). The engine tells participants that a checkpoint completed
+(``notify_checkpoint_complete``) after :meth:`CommitLifecycle.complete` returns: nothing of
+exactly-once depends on it.
+
 Each crash window has one failpoint, hit here and nowhere else, except pre-commit's, which the
 writer side hits.
 """
@@ -36,51 +42,35 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
-
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from twophase import failpoints
 from twophase.checkpoint import CompletedCheckpoint, JsonValue
-from twophase.checkpoint_statistics import CheckpointOutcome, CommitFigures, CommitTimings, record_statistics
+from twophase.checkpoint_statistics import (
+    CheckpointOutcome,
+    CommitFigures,
+    CommitTimings,
+    LostTransactionRecord,
+    record_statistics,
+)
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.errors import CheckpointCommitError, UnrecoverableCommitError
-from twophase.participants import CheckpointParticipant, CommittingParticipant, RestoredState, attempt_each
+from twophase.participants import CheckpointParticipant, CommittingParticipant, RestoredState
+from twophase.transaction_endings import EndRequest, Ending, Outcome, end_transactions, ended_transactions, settle
 
 log = logging.getLogger(__name__)
-
-#: Each committing participant with what it must end for a checkpoint: its ``(checkpoint id,
-#: committable)`` pairs.
-Work = list[tuple[CommittingParticipant[Any], list[Any]]]
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often a participant's commit (or notification) is attempted (tenacity, exponential)."""
-
-    attempts: int = 5
-    max_backoff_s: float = 2.0
 
 
 def _ms(seconds: float) -> float:
     return seconds * 1000
 
 
-def _by_participant(pairs: list[tuple[CommittingParticipant[Any], Any]]) -> Work:
-    """``(participant, item)`` pairs grouped by participant, in first-seen order."""
-    grouped: dict[str, tuple[CommittingParticipant[Any], list[Any]]] = {}
-    for participant, item in pairs:
-        grouped.setdefault(participant.name, (participant, []))[1].append(item)
-    return list(grouped.values())
-
-
 class CommitLifecycle:
-    def __init__(self, store: FileCheckpointStore, participants: Sequence[CheckpointParticipant],
-                 retry: RetryPolicy = RetryPolicy()) -> None:
+    def __init__(self, store: FileCheckpointStore, participants: Sequence[CheckpointParticipant]) -> None:
         self.store = store
         self.participants = list(participants)
-        self.retry = retry
+        self.committers = [p for p in self.participants if isinstance(p, CommittingParticipant)]
 
     # -- complete --------------------------------------------------------------------------------
 
@@ -98,30 +88,20 @@ class CommitLifecycle:
         failpoints.hit(failpoints.AFTER_CHECKPOINT_STORED, checkpoint_id=checkpoint_id)
         if on_stored is not None:
             on_stored(checkpoint)
-        # 2. commit.
-        work = self._work(checkpoint)
-        flat = [(p, item) for p, items in work for item in items]
-        if flat:
+        # 2. commit: the first transaction alone, then the rest (failpoint mid_commit between).
+        requests = self._requests(checkpoint)
+        if requests:
             failpoints.hit(failpoints.BEFORE_COMMIT, checkpoint_id=checkpoint_id)
-        first, rest = flat[:1], flat[1:]
-        try:
-            self._commit_groups(checkpoint_id, [_by_participant(first), _by_participant(rest)],
-                                recovering=False, between_groups=failpoints.MID_COMMIT)
-        except UnrecoverableCommitError as lost:
-            self._record(checkpoint_id, CheckpointOutcome.LOST, work, None, (), lost)
-            raise
-        for participant, _ in work:
-            participant.committed(checkpoint_id)
-        for participant in self.participants:
-            if not isinstance(participant, CommittingParticipant):
-                self._notify_complete(participant, checkpoint_id)
+        endings = end_transactions(requests, commit=True, checkpoint_id=checkpoint_id, after_first=lambda: failpoints.hit(
+            failpoints.MID_COMMIT, checkpoint_id=checkpoint_id))
+        self._settle_commit(checkpoint_id, requests, endings, recovering=False)
         committed = time.monotonic()
         # 3. mark.
         self.store.mark_committed(checkpoint_id)
         marked = time.monotonic()
         failpoints.hit(failpoints.AFTER_COMMIT, checkpoint_id=checkpoint_id)
         # 4. sweep.
-        lingering = self._sweep(checkpoint_id, work)
+        lingering = self._sweep(checkpoint_id, requests, [p for p in self.committers if p.sweeps_after_commit])
         swept = time.monotonic()
         timings = CommitTimings(
             total_ms=_ms(swept - (started if started is not None else begun)),
@@ -129,7 +109,7 @@ class CommitLifecycle:
             store_ms=_ms(stored - begun), commit_ms=_ms(committed - stored), mark_ms=_ms(marked - committed),
             sweep_ms=_ms(swept - marked))
         # 5. record.
-        self._record(checkpoint_id, CheckpointOutcome.COMMITTED, work, timings, lingering or ())
+        self._record(checkpoint_id, CheckpointOutcome.COMMITTED, requests, endings, timings, lingering or ())
         # 6. subsume.
         self.store.subsume(newest=checkpoint_id)
         return timings
@@ -145,44 +125,38 @@ class CommitLifecycle:
         log.info("recovering from %s (committed=%s)",
                  f"checkpoint {restored_id}" if checkpoint else "nothing (fresh start)", committed)
         failpoints.hit(failpoints.DURING_RESTORE, checkpoint_id=restored_id)
-        committers = [p for p in self.participants if isinstance(p, CommittingParticipant)]
         # What this process holds goes first: the committables below come from the stored state.
-        for participant in committers:
+        for participant in self.committers:
             participant.restore(RestoredState(restored_id, checkpoint.state_of(participant.name) if checkpoint
                                               else None, committed))
-        work = self._work(checkpoint) if checkpoint is not None else []
+        requests = self._requests(checkpoint) if checkpoint is not None else []
         # 1. commit the stored checkpoint.
         if checkpoint is not None and not committed:
-            self.commit_stored(checkpoint, work)
-        # 2. abort lingering.
-        for participant in committers if abort_lingering else []:
-            keep = next((items for p, items in work if p is participant), [])
-            aborted = participant.abort_lingering([c for _, c in keep], restored_id)
-            if aborted:
-                log.info("%s: aborted %d lingering transaction(s) after restoring checkpoint %s: %s",
-                         participant.name, len(aborted), restored_id, aborted)
+            self.commit_stored(checkpoint, requests)
+        # 2. abort lingering (raises if an abort fails: the recovery is retried whole).
+        if abort_lingering:
+            self._sweep(restored_id, requests, self.committers, failing=True)
         # 3. rewind.
         for participant in self.participants:
             if not isinstance(participant, CommittingParticipant):
                 participant.restore(RestoredState(restored_id, checkpoint.state_of(participant.name)
                                                   if checkpoint else None, committed))
 
-    def commit_stored(self, checkpoint: CompletedCheckpoint, work: Work | None = None) -> None:
+    def commit_stored(self, checkpoint: CompletedCheckpoint, requests: list[EndRequest] | None = None) -> None:
         """Commit a stored checkpoint that is not confirmed committed (again: commits are
         idempotent), mark it and record it as recovered."""
-        work = self._work(checkpoint) if work is None else work
-        transactions = sum(len(items) for _, items in work)
+        checkpoint_id = checkpoint.checkpoint_id
+        requests = self._requests(checkpoint) if requests is None else requests
         log.info("checkpoint %d is stored but not confirmed committed: committing its %d transaction(s) again",
-                 checkpoint.checkpoint_id, transactions)
+                 checkpoint_id, len(requests))
         started = time.monotonic()
-        try:
-            self._commit_groups(checkpoint.checkpoint_id, [work], recovering=True)
-        except UnrecoverableCommitError as lost:
-            self._record(checkpoint.checkpoint_id, CheckpointOutcome.LOST, work, None, (), lost)
-            raise
+        endings = end_transactions(requests, commit=True, checkpoint_id=checkpoint_id, recovering=True)
+        self._settle_commit(checkpoint_id, requests, endings, recovering=True)
         took = time.monotonic() - started
-        self.store.mark_committed(checkpoint.checkpoint_id)
-        self._record(checkpoint.checkpoint_id, CheckpointOutcome.RECOVERED, work,
+        log.info("checkpoint %d: re-committed %d transaction(s) on restore (%.0f ms): %s", checkpoint_id,
+                 len(requests), _ms(took), ", ".join(ended_transactions(endings)) or "none with records")
+        self.store.mark_committed(checkpoint_id)
+        self._record(checkpoint_id, CheckpointOutcome.RECOVERED, requests, endings,
                      CommitTimings(total_ms=_ms(took), commit_ms=_ms(took)), ())
 
     # -- abort -----------------------------------------------------------------------------------
@@ -191,8 +165,9 @@ class CommitLifecycle:
         """An engine gave up on ``checkpoint_id``, whose participants pre-committed ``states``.
 
         A stored checkpoint's transactions are committed, never aborted: if it is not confirmed
-        committed yet it is committed now, and True is returned. Otherwise every transaction the
-        states name is aborted (all attempted, the first error raised) and False is returned."""
+        committed yet it is committed now, and True is returned. Otherwise every transaction
+        pre-committed for it that the states name is aborted (by the one rule) and False is
+        returned."""
         if checkpoint_id in self.store.checkpoint_ids():
             if not self.store.is_committed(checkpoint_id):
                 self.commit_stored(self.store.load(checkpoint_id))
@@ -201,109 +176,77 @@ class CommitLifecycle:
         return False
 
     def abort_transactions(self, checkpoint_id: int, states: Mapping[str, JsonValue]) -> None:
-        """Abort every transaction ``states`` name, pre-committed for ``checkpoint_id`` by a
-        process that will not commit them (all attempted, the first error raised). Only for
-        transactions no stored checkpoint holds: :meth:`abort` decides that."""
-        named = [(p, states[p.name]) for p in self.participants
-                 if isinstance(p, CommittingParticipant) and states.get(p.name) is not None]
-        attempt_each(named, lambda ps: ps[0].abort_transactions(ps[0].committables(checkpoint_id, ps[1])))
+        """Abort every transaction pre-committed for ``checkpoint_id`` that ``states`` name, by a
+        process that will not commit them (by the one rule). Only for transactions no stored
+        checkpoint holds: :meth:`abort` decides that."""
+        requests = [EndRequest(p, cid, c) for p in self.committers if states.get(p.name) is not None
+                    for cid, c in p.committables(checkpoint_id, states[p.name]) if cid == checkpoint_id]
+        settle(end_transactions(requests, commit=False, checkpoint_id=checkpoint_id),
+               commit=False, checkpoint_id=checkpoint_id)
 
     def sweep(self, checkpoint_id: int | None) -> list[str]:
         """Abort every lingering transaction of the sinks (none of theirs may be open now: the
         engine says so); returns their ids. Failures are logged: the next sweep retries."""
-        return self._sweep(checkpoint_id, [(p, []) for p in self.participants
-                                           if isinstance(p, CommittingParticipant)], always=True) or []
+        return self._sweep(checkpoint_id, [], self.committers) or []
 
     # -- the steps' parts ------------------------------------------------------------------------
 
-    def _work(self, checkpoint: CompletedCheckpoint) -> Work:
-        return [(p, p.committables(checkpoint.checkpoint_id, checkpoint.state_of(p.name)))
-                for p in self.participants if isinstance(p, CommittingParticipant)]
+    def _requests(self, checkpoint: CompletedCheckpoint) -> list[EndRequest]:
+        return [EndRequest(p, cid, c) for p in self.committers
+                for cid, c in p.committables(checkpoint.checkpoint_id, checkpoint.state_of(p.name))]
 
-    def _sweep(self, checkpoint_id: int | None, work: Work, always: bool = False) -> list[str] | None:
-        """Returns the aborted ids, or None if a sweep failed."""
-        aborted: list[str] = []
-        for participant, items in work:
-            if not (always or participant.sweeps_after_commit):
-                continue
-            try:
-                aborted += participant.abort_lingering([c for _, c in items], checkpoint_id)
-            except Exception as exc:
-                log.warning("checkpoint %s: aborting lingering transactions of %s failed: %r; retried by the "
-                            "next sweep", checkpoint_id, participant.name, exc)
-                return None
-        return aborted
-
-    def _record(self, checkpoint_id: int, outcome: CheckpointOutcome, work: Work, timings: CommitTimings | None,
-                lingering: Sequence[str], lost: UnrecoverableCommitError | None = None) -> None:
-        figures = [f for f in (p.figures([c for _, c in items], lost) for p, items in work) if f is not None]
-        if not figures:
-            return
-        record_statistics(self.store, checkpoint_id, outcome=outcome, figures=CommitFigures.sum(figures),
-                          timings=timings, lingering_aborted=lingering)
-
-    def _commit_groups(self, checkpoint_id: int, groups: list[Work], recovering: bool,
-                       between_groups: str | None = None) -> None:
-        """Commit the checkpoint's transactions, group after group, each participant's at once.
-
-        A lost transaction (UnrecoverableCommitError) stops nothing: the checkpoint's other
-        transactions are committed all the same (none is left open to stall readers), and then
-        one error names every loss of the checkpoint, after each participant heard of its own
-        (``lost``). Any other failure stops the commit at once, to be retried by a recovery.
-        ``between_groups``: a failpoint hit before each later group that has transactions."""
-        lost: list[tuple[CommittingParticipant[Any], UnrecoverableCommitError]] = []
-        for number, group in enumerate(groups):
-            if number and between_groups is not None and any(items for _, items in group):
-                failpoints.hit(between_groups, checkpoint_id=checkpoint_id)
-            for participant, items in group:
-                if not items:
-                    continue
-                try:
-                    self._commit_with_retries(participant, items, checkpoint_id, recovering)
-                except UnrecoverableCommitError as exc:
-                    lost.append((participant, exc))
-        if not lost:
-            return
-        every_item = [item for group in groups for _, items in group for item in items]
-        error = type(lost[0][1]).merged(checkpoint_id, [exc for _, exc in lost], every_item)
-        for participant in {p.name: p for p, _ in lost}.values():
-            mine = [exc for p, exc in lost if p is participant]
-            items = [item for group in groups for p, its in group if p is participant for item in its]
-            participant.lost(checkpoint_id, items, type(mine[0]).merged(checkpoint_id, mine, items))
-        log.error("checkpoint %d: %s", checkpoint_id, error)
-        raise error
-
-    def _commit_with_retries(self, participant: CommittingParticipant[Any], items: list[Any], checkpoint_id: int,
-                             recovering: bool) -> None:
+    def _settle_commit(self, checkpoint_id: int, requests: list[EndRequest], endings: list[Ending],
+                       recovering: bool) -> None:
+        """The rule's step 3 for a commit: a loss is recorded and raised; another failure of a
+        checkpoint's first commit is a CheckpointCommitError (stored, not confirmed: restore to
+        commit it again)."""
         try:
-            self._retrying(participant.name, checkpoint_id)(participant.commit_transactions, items, recovering)
-        except (failpoints.FailpointCrash, CheckpointCommitError, UnrecoverableCommitError):
+            settle(endings, commit=True, checkpoint_id=checkpoint_id)
+        except UnrecoverableCommitError:
+            self._record(checkpoint_id, CheckpointOutcome.LOST, requests, endings, None, ())
+            raise
+        except (failpoints.FailpointCrash, CheckpointCommitError):
             raise
         except Exception as exc:
-            log.error("checkpoint %d: participant %s did not confirm the commit: %r",
-                      checkpoint_id, participant.name, exc)
             if recovering:
                 raise
-            raise CheckpointCommitError(checkpoint_id, participant.name, exc) from exc
+            failed = next(i for i, e in enumerate(endings) if e.outcome in (Outcome.FAILED, Outcome.RETRY_LATER))
+            raise CheckpointCommitError(checkpoint_id, requests[failed].participant.name, exc) from exc
 
-    def _notify_complete(self, participant: CheckpointParticipant, checkpoint_id: int) -> None:
+    def _sweep(self, checkpoint_id: int | None, requests: list[EndRequest],
+               participants: Sequence[CommittingParticipant[Any]], failing: bool = False) -> list[str] | None:
+        """Abort the lingering transactions of ``participants``, keeping those ``requests`` name;
+        returns their ids, or None if the sweep failed (logged: housekeeping, the next sweep
+        retries), unless ``failing``, where the failure is raised."""
         try:
-            self._retrying(participant.name, checkpoint_id)(participant.notify_checkpoint_complete, checkpoint_id)
+            lingering = [EndRequest(p, cid, c) for p in participants
+                         for cid, c in p.lingering_transactions(
+                             [r.committable for r in requests if r.participant is p], checkpoint_id)]
+            endings = end_transactions(lingering, commit=False, checkpoint_id=checkpoint_id)
+            settle(endings, commit=False, checkpoint_id=checkpoint_id)
         except failpoints.FailpointCrash:
             raise
         except Exception as exc:
-            log.error("checkpoint %d: participant %s did not confirm the commit: %r",
-                      checkpoint_id, participant.name, exc)
-            raise CheckpointCommitError(checkpoint_id, participant.name, exc) from exc
+            if failing:
+                raise
+            log.warning("checkpoint %s: aborting lingering transactions failed: %r; retried by the next sweep",
+                        checkpoint_id, exc)
+            return None
+        aborted = ended_transactions(endings)
+        if aborted:
+            log.info("checkpoint %s: aborted %d lingering transaction(s): %s", checkpoint_id, len(aborted),
+                     ", ".join(aborted))
+        return aborted
 
-    def _retrying(self, participant: str, checkpoint_id: int) -> Retrying:
-        return Retrying(
-            stop=stop_after_attempt(self.retry.attempts),
-            wait=wait_exponential(multiplier=0.05, max=self.retry.max_backoff_s),
-            retry=retry_if_exception(
-                lambda exc: not isinstance(exc, (failpoints.FailpointCrash, UnrecoverableCommitError))),
-            reraise=True,
-            before_sleep=lambda state: log.warning(
-                "checkpoint %d: committing %s failed (attempt %d): %r; retrying", checkpoint_id,
-                participant, state.attempt_number, state.outcome.exception() if state.outcome else None),
-        )
+    def _record(self, checkpoint_id: int, outcome: CheckpointOutcome, requests: list[EndRequest],
+                endings: list[Ending], timings: CommitTimings | None, lingering: Sequence[str]) -> None:
+        parts = [f for f in (p.figures([r.committable for r in requests if r.participant is p])
+                             for p in self.committers) if f is not None]
+        if not parts:
+            return
+        lost = tuple(LostTransactionRecord(t.transactional_id, t.record_count, t.producer_id, t.producer_epoch,
+                                           tuple(t.partitions))
+                     for t in (e.lost for e in endings if e.lost is not None))
+        figures = CommitFigures.sum(parts)
+        record_statistics(self.store, checkpoint_id, outcome=outcome, figures=replace(figures, lost=lost),
+                          timings=timings, lingering_aborted=lingering)

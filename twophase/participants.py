@@ -4,42 +4,30 @@ TwoPhaseCommitSinkFunction, in Python).
 
 A two-phase-commit sink has two sides, as in Flink's Sink V2: the writer side (begin, write,
 pre-commit) runs where records are produced, and the committer side (:class:`CommittingParticipant`:
-commit, abort, recover-and-commit, abort lingering) is driven by the commit lifecycle, which alone
-decides when each step runs (``twophase/lifecycle.py``)."""
+end transactions, one attempt each, and find lingering ones) is driven by the commit lifecycle,
+which alone decides when each step runs (``twophase/lifecycle.py``), through the one loop that
+ends transactions (``twophase/transaction_endings.py``)."""
 
 from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Sequence, TypeVar
 
 from twophase import failpoints
 from twophase.checkpoint import JsonValue
-from twophase.errors import IllegalStateError, UnrecoverableCommitError
+from twophase.errors import IllegalStateError
 
 if TYPE_CHECKING:
     from twophase.checkpoint_statistics import CommitFigures
+    from twophase.transaction_endings import Ending
 
 log = logging.getLogger(__name__)
 
 Offsets = TypeVar("Offsets")
-Item = TypeVar("Item")
 Txn = TypeVar("Txn")
 Committable = TypeVar("Committable")
-
-
-def attempt_each(items: Iterable[Item], end: Callable[[Item], None]) -> None:
-    """The one loop that ends transactions: ``end`` every item, go on past a failure (so that one
-    failure leaves no other transaction open to stall readers), then raise the first error."""
-    errors: list[Exception] = []
-    for item in items:
-        try:
-            end(item)
-        except Exception as exc:
-            errors.append(exc)
-    if errors:
-        raise errors[0]
 
 
 @dataclass(frozen=True)
@@ -64,8 +52,6 @@ class CheckpointParticipant(ABC):
     #: True when the state arrives through ``CheckpointCoordinator.acknowledge`` from elsewhere
     #: (e.g. Spark tasks) instead of from :meth:`snapshot_state`.
     acknowledges_externally: bool = False
-    #: True when :meth:`notify_checkpoint_complete` commits external side effects.
-    commits_on_notify: bool = False
 
     @abstractmethod
     def snapshot_state(self, checkpoint_id: int) -> JsonValue:
@@ -76,10 +62,12 @@ class CheckpointParticipant(ABC):
         """Take back the state of a restored checkpoint (or start fresh)."""
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
-        """``checkpoint_id`` is durably stored: make its side effects visible."""
+        """``checkpoint_id`` is committed (the engine says so once the lifecycle completed it):
+        forget what was kept for it. Nothing of exactly-once may depend on it (a crash skips it)."""
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
-        """``checkpoint_id`` will never complete: undo what was prepared for it."""
+        """``checkpoint_id`` will never complete, and what its participants pre-committed was
+        aborted by the lifecycle: forget what was kept for it."""
 
     def close(self) -> None:
         """Release resources. Not called on a crash, so nothing may depend on it."""
@@ -116,16 +104,20 @@ class CommittingParticipant(CheckpointParticipant, Generic[Committable]):
     """The committer side of a two-phase-commit sink: its checkpointed state names pre-committed
     transactions, and the commit lifecycle (``twophase/lifecycle.py``) ends them.
 
-    The lifecycle runs every step; a subclass only says how. Once a checkpoint is stored its
-    transactions are committed, never aborted, whoever gets there: the lifecycle right after
-    storing it, or the recovery of whichever process comes next. Transactions pre-committed for a
-    checkpoint that was never stored are aborted.
+    The lifecycle runs every step, through the one loop of ``twophase/transaction_endings.py``,
+    which retries and applies the one failure rule; a subclass only says how to make one attempt
+    at ending each transaction, and what lingers. Once a checkpoint is stored its transactions are
+    committed, never aborted, whoever gets there: the lifecycle right after storing it, or the
+    recovery of whichever process comes next. Transactions pre-committed for a checkpoint that was
+    never stored are aborted.
     """
 
-    commits_on_notify = True
     #: Abort lingering transactions after every commit, not only at recovery: for engines where no
     #: transaction of the sink may be open between checkpoints (Spark's micro-batches).
     sweeps_after_commit = False
+    #: How long the one retry layer attempts again a transaction whose ending asked to be retried
+    #: later (the Kafka sink: ``eos.brokerRetryTimeoutMs``).
+    retry_timeout_s: float = 60.0
 
     @abstractmethod
     def committables(self, checkpoint_id: int, state: JsonValue) -> list[tuple[int, Committable]]:
@@ -133,34 +125,23 @@ class CommittingParticipant(CheckpointParticipant, Generic[Committable]):
         ``state`` in it, each with the checkpoint it was pre-committed for, oldest first."""
 
     @abstractmethod
-    def commit_transactions(self, committables: Sequence[tuple[int, Committable]], recovering: bool) -> None:
-        """Commit every one (idempotently: a repeat of a done commit succeeds). Attempt all of them
-        even when one fails, then raise the first error. ``recovering``: they come from a
-        restored checkpoint, not from this process's own pre-commit."""
+    def end_transactions(self, committables: Sequence[tuple[int, Committable]], commit: bool,
+                         recovering: bool) -> "list[Ending]":
+        """One attempt at committing (``commit``) or aborting each, answering exactly one
+        :class:`~twophase.transaction_endings.Ending` each, in order. Never retries, and never raises
+        for one transaction's failure: the outcome says it. A commit of a committed transaction is
+        ended (commits are idempotent); so is an abort of one already ended. ``recovering``: they
+        come from a restored checkpoint, not from this process's own pre-commit."""
 
     @abstractmethod
-    def abort_transactions(self, committables: Sequence[tuple[int, Committable]]) -> None:
-        """Abort every one. A transaction found already ended (committed, aborted, fenced) is not
-        an error. Attempt all of them even when one fails, then raise the first error."""
+    def lingering_transactions(self, keep: Sequence[Committable],
+                               checkpoint_id: int | None) -> list[tuple[int, Committable]]:
+        """Every open transaction of this sink except those in ``keep``: transactions nobody will
+        ever end, which stall readers until they do. The lifecycle aborts them (the sweep)."""
 
-    @abstractmethod
-    def abort_lingering(self, keep: Sequence[Committable], checkpoint_id: int | None) -> list[str]:
-        """Abort every open transaction of this sink except those in ``keep``, so that no reader
-        stays stalled behind a transaction nobody will ever end; return their ids."""
-
-    def committed(self, checkpoint_id: int) -> None:
-        """Every transaction of checkpoints <= ``checkpoint_id`` is committed: forget them."""
-
-    def lost(self, checkpoint_id: int, committables: Sequence[Committable], error: UnrecoverableCommitError) -> None:
-        """Transactions of stored checkpoint ``checkpoint_id`` can never be committed: ``error``
-        (one for all of them, raised next) names what of this participant's ``committables`` was
-        lost. Called once per checkpoint, after every commit was attempted, to record the loss
-        where monitoring reads it."""
-
-    def figures(self, committables: Sequence[Committable],
-                lost: UnrecoverableCommitError | None) -> "CommitFigures | None":
-        """What the checkpoint's statistics record of this participant's ``committables`` (and of
-        what ``lost`` says was lost of them); None (the default): nothing is recorded."""
+    def figures(self, committables: Sequence[Committable]) -> "CommitFigures | None":
+        """What the checkpoint's statistics record of this participant's ``committables`` (the
+        lifecycle adds what was lost of them); None (the default): nothing is recorded."""
         return None
 
     def snapshot_state(self, checkpoint_id: int) -> JsonValue:
@@ -173,18 +154,20 @@ class CommittingParticipant(CheckpointParticipant, Generic[Committable]):
 class TwoPhaseCommitSink(CommittingParticipant[Committable], Generic[Txn, Committable]):
     """Exactly-once sink: one transaction per checkpoint, committed when the checkpoint completes.
 
-    Subclasses implement the transaction operations; this base keeps the pre-committed
-    transactions keyed by checkpoint id. The commit lifecycle drives them:
+    Subclasses implement the writer side (begin, write, pre-commit) and the committer side of
+    :class:`CommittingParticipant`; this base keeps the pre-committed transactions keyed by
+    checkpoint id. The commit lifecycle drives them:
 
     - ``snapshot_state(N)``: pre-commit the current transaction, start the next one, and return
       every committable not yet confirmed committed (an older one survives in newer checkpoints
       until its commit is confirmed, so no retention of old checkpoints can lose it);
-    - once N is stored, every pending transaction of a checkpoint <= N is committed, in checkpoint
-      order (a missed commit is made good by the next checkpoint's, as in Flink);
-    - ``notify_checkpoint_aborted(N)``: abort what was pre-committed for N;
-    - on restore, the restored committables are committed again unless the checkpoint is known
-      committed (``recover_and_commit`` must be idempotent), then lingering transactions are
-      aborted (``recover_and_abort``).
+    - once N is stored, the lifecycle commits every pending transaction of a checkpoint <= N, in
+      checkpoint order (a missed commit is made good by the next checkpoint's, as in Flink), and
+      the engine's ``notify_checkpoint_complete(N)`` forgets them;
+    - a checkpoint N the engine gives up on: the lifecycle aborts what was pre-committed for N, and
+      ``notify_checkpoint_aborted(N)`` forgets it;
+    - on restore, the lifecycle commits the restored committables again unless the checkpoint is
+      known committed, then aborts the lingering transactions.
     """
 
     def __init__(self, name: str) -> None:
@@ -210,27 +193,10 @@ class TwoPhaseCommitSink(CommittingParticipant[Committable], Generic[Txn, Commit
         """Make ``txn`` durable but invisible (flush) and return the handle to commit it later."""
 
     @abstractmethod
-    def commit(self, committable: Committable, checkpoint_id: int) -> None:
-        """Make the transaction visible. Must be idempotent."""
-
-    @abstractmethod
-    def abort(self, committable: Committable, checkpoint_id: int) -> None:
-        """Discard a pre-committed transaction."""
-
-    @abstractmethod
     def serialize_committable(self, committable: Committable) -> JsonValue: ...
 
     @abstractmethod
     def deserialize_committable(self, data: JsonValue) -> Committable: ...
-
-    def recover_and_commit(self, committable: Committable, checkpoint_id: int) -> None:
-        """Commit a transaction of a restored checkpoint. Must be idempotent."""
-        self.commit(committable, checkpoint_id)
-
-    @abstractmethod
-    def recover_and_abort(self, keep: Sequence[Committable], restored_checkpoint_id: int | None) -> None:
-        """Abort every transaction of this sink still open, except those in ``keep``, so that no
-        reader stays stalled behind a transaction nobody will ever end."""
 
     # -- the writer side ------------------------------------------------------------------------
 
@@ -254,7 +220,7 @@ class TwoPhaseCommitSink(CommittingParticipant[Committable], Generic[Txn, Commit
             for cid, cs in sorted(self._pending.items())
         ]
 
-    # -- the committer side, driven by the lifecycle ----------------------------------------------
+    # -- the committer side's bookkeeping ---------------------------------------------------------
 
     def committables(self, checkpoint_id: int, state: JsonValue) -> list[tuple[int, Committable]]:
         if self._pending:
@@ -263,44 +229,12 @@ class TwoPhaseCommitSink(CommittingParticipant[Committable], Generic[Txn, Commit
         return [(int(entry["checkpoint_id"]), self.deserialize_committable(data))
                 for entry in state or [] for data in entry["committables"]]
 
-    def commit_transactions(self, committables: Sequence[tuple[int, Committable]], recovering: bool) -> None:
-        def commit(pair: tuple[int, Committable]) -> None:
-            cid, committable = pair
-            if recovering:
-                log.info("sink %s: re-committing a transaction of checkpoint %d on restore", self.name, cid)
-                self.recover_and_commit(committable, cid)
-            else:
-                self.commit(committable, cid)
-
-        attempt_each(committables, commit)
-
-    def abort_transactions(self, committables: Sequence[tuple[int, Committable]]) -> None:
-        def abort(pair: tuple[int, Committable]) -> None:
-            cid, committable = pair
-            try:
-                self.abort(committable, cid)
-            except Exception as exc:
-                log.warning("sink %s: aborting a transaction of checkpoint %d failed: %r", self.name, cid, exc)
-                raise
-
-        attempt_each(committables, abort)
-
-    def abort_lingering(self, keep: Sequence[Committable], checkpoint_id: int | None) -> list[str]:
-        self.recover_and_abort(keep, checkpoint_id)
-        return []
-
-    def committed(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         for cid in [cid for cid in self._pending if cid <= checkpoint_id]:
             del self._pending[cid]
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
-        """Commit every pending transaction of a checkpoint <= ``checkpoint_id`` (what the
-        lifecycle does once the checkpoint is stored)."""
-        self.commit_transactions(self.committables(checkpoint_id, None), recovering=False)
-        self.committed(checkpoint_id)
-
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
-        self.abort_transactions([(checkpoint_id, c) for c in self._pending.pop(checkpoint_id, [])])
+        self._pending.pop(checkpoint_id, None)
 
     def restore(self, restored: RestoredState) -> None:
         self._pending.clear()

@@ -52,7 +52,7 @@ from twophase.checkpoint import CompletedCheckpoint
 from twophase.checkpoint_statistics import CommitTimings
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.errors import IllegalStateError
-from twophase.lifecycle import CommitLifecycle, RetryPolicy
+from twophase.lifecycle import CommitLifecycle
 
 __all__ = ["BatchContext", "SINK_PARTICIPANT", "SparkSinkDriver", "check_guardrails", "prepare_before_tasks"]
 
@@ -109,9 +109,7 @@ class SparkSinkDriver:
         self.lifecycle = CommitLifecycle(
             self.store,
             # Sweeping after each commit is what keeps no transaction open between two batches.
-            [KafkaCommittingParticipant(self.committer, SINK_PARTICIPANT, sweeps_after_commit=True)],
-            # The committer retries retriable errors itself, bounded by the transaction timeout.
-            RetryPolicy(attempts=1))
+            [KafkaCommittingParticipant(self.committer, SINK_PARTICIPANT, sweeps_after_commit=True)])
 
     # -- prepare ---------------------------------------------------------------------------------
 

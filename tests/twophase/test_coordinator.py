@@ -196,23 +196,24 @@ def test_engine_numbered_epoch_may_repeat_an_id_that_never_completed(tmp_path):
     assert replay.trigger_checkpoint() == 5
 
 
-def test_notification_retried_then_confirmed(tmp_path):
+def test_a_commit_asked_to_be_retried_later_is_retried_then_confirmed(tmp_path):
     system = MemoryTransactionalSystem()
     sink = MemorySink("out", system)
-    coordinator = coordinator_with(tmp_path, sink, notify_attempts=3, notify_max_backoff=0)
+    coordinator = coordinator_with(tmp_path, sink)
     sink.invoke("x")
     system.fail_next_commits = 2
     cid = coordinator.trigger_checkpoint()
-    assert system.visible == ["x"]
+    assert system.visible == ["x"] and system.commit_calls == 3
     assert coordinator.store.is_committed(cid)
 
 
 def test_unconfirmed_commit_is_recommitted_on_restore(tmp_path):
     system = MemoryTransactionalSystem()
     sink = MemorySink("out", system)
-    coordinator = coordinator_with(tmp_path, sink, notify_attempts=2, notify_max_backoff=0)
+    sink.retry_timeout_s = 0  # one attempt: no retry within the bound
+    coordinator = coordinator_with(tmp_path, sink)
     sink.invoke("x")
-    system.fail_next_commits = 2
+    system.fail_next_commits = 1
     with pytest.raises(CheckpointCommitError):
         coordinator.trigger_checkpoint()
     assert system.visible == []
@@ -237,17 +238,20 @@ def test_committed_checkpoint_is_not_recommitted(tmp_path):
     assert system.visible == ["x"]
 
 
-def test_missed_notification_is_made_good_by_the_next(tmp_path):
+def test_a_commit_not_confirmed_is_made_good_by_the_next_checkpoint(tmp_path):
     system = MemoryTransactionalSystem()
     sink = MemorySink("out", system)
-    sink.restore(RestoredState(None, None, False))
+    sink.retry_timeout_s = 0
+    coordinator = coordinator_with(tmp_path, sink)
     sink.invoke("a")
-    state_1 = sink.snapshot_state(1)
+    system.fail_next_commits = 1
+    with pytest.raises(CheckpointCommitError):
+        coordinator.trigger_checkpoint()
+    assert sink.pending_checkpoint_ids() == [1] and system.visible == []
     sink.invoke("b")
-    state_2 = sink.snapshot_state(2)
-    assert [e["checkpoint_id"] for e in state_1] == [1]
+    coordinator.trigger_checkpoint()
+    state_2 = coordinator.store.load(2).state_of("out")
     assert [e["checkpoint_id"] for e in state_2] == [1, 2]  # 1 is carried until confirmed
-    sink.notify_checkpoint_complete(2)
     assert system.visible == ["a", "b"]
     assert sink.pending_checkpoint_ids() == []
 

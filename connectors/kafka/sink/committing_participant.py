@@ -1,29 +1,29 @@
 """The committer side of the Kafka sink, as one participant of the commit lifecycle
 (``twophase/lifecycle.py``), for both engines: the in-process
-:class:`~connectors.kafka.sink.kafka_sink.KafkaSink` delegates its transaction endings to it, and
-the Spark sink's driver (``connectors/spark/sink_driver.py``) registers it with the committables
-its tasks sent.
+:class:`~connectors.kafka.sink.kafka_sink.KafkaSink` delegates its committer side to it, and the
+Spark sink's driver (``connectors/spark/sink_driver.py``) registers it with the committables its
+tasks sent.
 
-It only says how: commit and abort a checkpoint's transactions (``commit_loop.py``: EndTxn for
-each checkpoint's transactions at once), abort lingering ones (``internal/abort_strategy.py``),
-and the figures of its part of the checkpoint's statistics (``statistics.py``). When each runs is
-the lifecycle's.
+It only says how: one attempt at ending each transaction (``committer.py``: EndTxn for all at
+once, one outcome each), which transactions linger (``internal/abort_strategy.py``), and the
+figures of its part of the checkpoint's statistics (``statistics.py``). When each runs, what is
+retried and what follows a failure is the lifecycle's, through the one loop of
+``twophase/transaction_endings.py``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
-from connectors.kafka.sink.commit_loop import abort_by_checkpoint, commit_by_checkpoint
 from connectors.kafka.sink.committable import KafkaCommittable
 from connectors.kafka.sink.committer import KafkaTransactionCommitter
-from connectors.kafka.sink.internal.abort_strategy import LingeringTransactionAborter
+from connectors.kafka.sink.internal.abort_strategy import LingeringTransactions
 from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
 from connectors.kafka.sink.statistics import commit_figures
 from twophase.checkpoint import JsonValue
 from twophase.checkpoint_statistics import CommitFigures
-from twophase.errors import UnrecoverableCommitError
 from twophase.participants import CommittingParticipant
+from twophase.transaction_endings import Ending
 
 
 class KafkaCommittingParticipant(CommittingParticipant[KafkaCommittable]):
@@ -34,6 +34,8 @@ class KafkaCommittingParticipant(CommittingParticipant[KafkaCommittable]):
         self.name = name
         self.committer = committer
         self.config = committer.config
+        #: The one retry layer's bound for this sink's endings (eos.brokerRetryTimeoutMs).
+        self.retry_timeout_s = self.config.commit_retry_timeout_s
         #: Only this writer's transactional ids are swept (None: every id of the prefix).
         self.slot = slot
         #: Ids of transactions this process is committing right now, which no sweep may abort.
@@ -44,20 +46,19 @@ class KafkaCommittingParticipant(CommittingParticipant[KafkaCommittable]):
     def committables(self, checkpoint_id: int, state: JsonValue) -> list[tuple[int, KafkaCommittable]]:
         return [(checkpoint_id, KafkaCommittable.from_json(c)) for c in (state or [])]
 
-    def commit_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]], recovering: bool) -> None:
-        commit_by_checkpoint(self.committer, committables, recovering)
+    def end_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]], commit: bool,
+                         recovering: bool) -> list[Ending]:
+        return self.committer.end_transactions(committables, commit)
 
-    def abort_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]]) -> None:
-        abort_by_checkpoint(self.committer, committables)
-
-    def abort_lingering(self, keep: Sequence[KafkaCommittable], checkpoint_id: int | None) -> list[str]:
+    def lingering_transactions(self, keep: Sequence[KafkaCommittable],
+                               checkpoint_id: int | None) -> list[tuple[int, KafkaCommittable]]:
         prefix = self.config.transactional_id_prefix
         if not self.config.exactly_once or prefix is None:
             return []
         kept = [c.transactional_id for c in keep if c.transactional_id] + self.in_flight
-        aborter = LingeringTransactionAborter(self.committer, TransactionalIdPool(prefix),
-                                              self.config.commit_retry_timeout_s)
-        return aborter.abort_lingering(kept, slot=self.slot)
+        finder = LingeringTransactions(self.committer.control(), TransactionalIdPool(prefix),
+                                       self.config.commit_retry_timeout_s)
+        return [(-1, c) for c in finder.find(kept, slot=self.slot)]
 
-    def figures(self, committables: Sequence[Any], lost: UnrecoverableCommitError | None) -> CommitFigures:
-        return commit_figures(self.config, committables, lost)
+    def figures(self, committables: Sequence[KafkaCommittable]) -> CommitFigures:
+        return commit_figures(self.config, committables)

@@ -4,8 +4,9 @@ Each checkpoint's records go into one transaction of an id from the sink's pool
 (``sink/internal/transactional_ids.py``: ``{prefix}-{writer}-{checkpoint % 2}``). pre-commit flushes it; the
 commit lifecycle stores its handle and then commits it with EndTxn. On recovery, the lifecycle has
 the handles of an unconfirmed checkpoint committed again and every other open transaction of this
-writer aborted, so no read_committed consumer stays stalled. Those endings are the one Kafka
-committing participant's (``committing_participant.py``), which the Spark sink uses too.
+writer aborted, so no read_committed consumer stays stalled. Those endings go through the one loop
+of ``twophase/transaction_endings.py`` into the one Kafka committing participant
+(``committing_participant.py``), which the Spark sink uses too.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
 from connectors.kafka.sink.writer import KafkaTransactionWriter, ProducerRecord
 from twophase.participants import TwoPhaseCommitSink
 from twophase.errors import InvalidValueError
+from twophase.transaction_endings import Ending
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,7 @@ class KafkaSink(TwoPhaseCommitSink[KafkaTransactionWriter, KafkaCommittable]):
         # Only this writer's ids are swept: a parallel writer of the same prefix may not have
         # re-committed its restored transactions yet, and aborting them would lose their records.
         self.committing = KafkaCommittingParticipant(self.committer, name, slot=writer)
+        self.retry_timeout_s = config.commit_retry_timeout_s
         self._plain_producer: ProducerClient | None = None
         check_sink(config, self.clients)
 
@@ -91,25 +94,15 @@ class KafkaSink(TwoPhaseCommitSink[KafkaTransactionWriter, KafkaCommittable]):
             txn.abort()
             raise
 
-    def commit(self, committable: KafkaCommittable, checkpoint_id: int) -> None:
-        self.committer.commit(committable, checkpoint_id)
-
-    def abort(self, committable: KafkaCommittable, checkpoint_id: int) -> None:
-        self.committer.abort(committable, checkpoint_id)
-
     # The committer side is the one Kafka committing participant's, which the Spark sink uses too.
 
-    def commit_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]], recovering: bool) -> None:
-        self.committing.commit_transactions(committables, recovering)
+    def end_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]], commit: bool,
+                         recovering: bool) -> list[Ending]:
+        return self.committing.end_transactions(committables, commit, recovering)
 
-    def abort_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]]) -> None:
-        self.committing.abort_transactions(committables)
-
-    def abort_lingering(self, keep: Sequence[KafkaCommittable], checkpoint_id: int | None) -> list[str]:
-        return self.committing.abort_lingering(keep, checkpoint_id)
-
-    def recover_and_abort(self, keep: Sequence[KafkaCommittable], restored_checkpoint_id: int | None) -> None:
-        self.abort_lingering(keep, restored_checkpoint_id)
+    def lingering_transactions(self, keep: Sequence[KafkaCommittable],
+                               checkpoint_id: int | None) -> list[tuple[int, KafkaCommittable]]:
+        return self.committing.lingering_transactions(keep, checkpoint_id)
 
     def serialize_committable(self, committable: KafkaCommittable) -> Any:
         return committable.to_json()

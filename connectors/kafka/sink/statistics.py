@@ -1,5 +1,5 @@
 """What the Kafka sink puts in a checkpoint's statistics record (``twophase/checkpoint_statistics``):
-the figures of its transactions, every lost one with its producer and partitions, and the sink's
+the figures of its transactions and the sink's
 own settings that ``kafka-eos status`` needs to find its transactions on the brokers without the
 query's options. The record keeps the settings as its opaque ``sink`` section; this module alone
 writes and reads it."""
@@ -9,11 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from connectors.kafka.errors import TransactionLostError
 from connectors.kafka.sink.committable import KafkaCommittable
 from connectors.kafka.sink.config import KafkaSinkConfig
-from twophase.checkpoint_statistics import CheckpointStatistics, CommitFigures, LostTransactionRecord
-from twophase.errors import UnrecoverableCommitError
+from twophase.checkpoint_statistics import CheckpointStatistics, CommitFigures
 
 
 @dataclass(frozen=True)
@@ -49,17 +47,13 @@ class KafkaSinkSettings:
         return cls.from_json(stats.sink)
 
 
-def commit_figures(config: KafkaSinkConfig, committables: Sequence[KafkaCommittable],
-                   lost: UnrecoverableCommitError | None) -> CommitFigures:
-    """The record's figures of ``committables``: records, transactions (those that hold records),
-    the oldest one's begin, and every lost transaction ``lost`` names, with its records."""
+def commit_figures(config: KafkaSinkConfig, committables: Sequence[KafkaCommittable]) -> CommitFigures:
+    """The record's figures of ``committables``: records, transactions (those that hold records)
+    and the oldest one's begin (the lifecycle adds the lost ones, from their endings)."""
     transactional = [c for c in committables if c.transactional_id is not None and c.record_count]
-    lost_ones = lost.lost if isinstance(lost, TransactionLostError) else ()
     return CommitFigures(
         records=sum(c.record_count for c in committables),
         transactions=len(transactional),
         oldest_transaction_begin_ms=min((c.begin_timestamp_ms for c in transactional), default=None),
-        lost=tuple(LostTransactionRecord(t.transactional_id, t.record_count, t.producer_id, t.producer_epoch,
-                                         tuple(t.partitions)) for t in lost_ones),
         sink=KafkaSinkSettings.of(config).to_json(),
     )

@@ -8,13 +8,18 @@ from connectors.kafka.sink.committable import KafkaCommittable
 from connectors.kafka.sink.config import DeliveryGuarantee, KafkaSinkConfig
 from connectors.kafka.errors import RecordTooLargeError, RetriableKafkaError, TransactionLostError
 from kafka_testkit.fake_cluster import FakeKafkaClients
+from connectors.kafka.sink.committer import KafkaTransactionCommitter
+from connectors.kafka.sink.committing_participant import KafkaCommittingParticipant
 from connectors.kafka.sink.kafka_sink import KafkaSink
 from connectors.kafka.sink.writer import ProducerRecord
 from kafka_testkit.topic_records import read_all
 from twophase.checkpoint import CompletedCheckpoint
 from twophase.checkpoint_store import FileCheckpointStore
-from twophase.coordinator import CheckpointCoordinator
-from twophase.participants import RestoredState
+from twophase import failpoints
+from twophase.coordinator import CheckpointConfig, CheckpointCoordinator
+from twophase.errors import CheckpointAbortedError, CheckpointCommitError
+from twophase.lifecycle import CommitLifecycle
+from twophase.participants import ResettableSource, RestoredState
 
 
 @pytest.fixture
@@ -46,124 +51,187 @@ def recover(sink, restored):
     coordinator.restore()
 
 
+def job(fake, tmp_path, **overrides):
+    """The in-process engine's coordinator with one Kafka sink, restored (a fresh start)."""
+    sink = make_sink(fake, fresh_start=False, **overrides)
+    coordinator = CheckpointCoordinator(FileCheckpointStore(tmp_path / "chk"),
+                                        CheckpointConfig(checkpoint_interval=None))
+    coordinator.register(sink)
+    coordinator.restore()
+    return coordinator, sink
+
+
+def at_commit(monkeypatch, sink, fault):
+    """``fault()`` once the sink pre-committed, when its committer first reaches the brokers."""
+    control = sink.committer.control
+    faults = [fault]
+
+    def control_after_the_fault():
+        while faults:
+            faults.pop()()
+        return control()
+
+    monkeypatch.setattr(sink.committer, "control", control_after_the_fault)
+
+
 def visible(fake, topic="out"):
     return sorted(r.value for r in read_all(fake, topic))
 
 
-def test_records_are_invisible_until_the_checkpoint_completes(fake):
-    sink = make_sink(fake)
+def test_records_are_invisible_until_the_checkpoint_completes(fake, tmp_path):
+    coordinator, sink = job(fake, tmp_path)
     for i in range(10):
         sink.invoke(ProducerRecord(value=f"v{i}", key=f"k{i}"))
-    state = sink.snapshot_state(1)
+    failpoints.enable(failpoints.BEFORE_COMMIT, "raise")
+    try:
+        with pytest.raises(failpoints.FailpointCrash):
+            coordinator.trigger_checkpoint()
+    finally:
+        failpoints.disable()
     assert visible(fake) == []
     assert len(read_all(fake, "out", read_committed=False)) == 10
+    state = coordinator.store.load(1).state_of(sink.name)
     committable = KafkaCommittable.from_json(state[0]["committables"][0])
     assert committable.transactional_id == "job-a-0-1" and committable.record_count == 10
-    sink.notify_checkpoint_complete(1)
+    restarted, _ = job(fake, tmp_path)  # the recovery commits the stored checkpoint
     assert visible(fake) == sorted(f"v{i}".encode() for i in range(10))
+    assert restarted.store.is_committed(1)
 
 
-def test_commit_is_idempotent(fake):
-    sink = make_sink(fake)
+def test_commit_is_idempotent(fake, tmp_path):
+    coordinator, sink = job(fake, tmp_path)
     sink.invoke({"value": b"x"})
-    state = sink.snapshot_state(1)
-    committable = KafkaCommittable.from_json(state[0]["committables"][0])
-    sink.commit(committable, 1)
-    sink.commit(committable, 1)
+    coordinator.trigger_checkpoint()
+    CommitLifecycle(coordinator.store, [sink]).commit_stored(coordinator.store.load(1))  # committed again
     assert visible(fake) == [b"x"]
 
 
-def test_aborted_checkpoint_is_never_visible(fake):
-    sink = make_sink(fake)
+class FailingSnapshot(ResettableSource):
+    """A participant that fails to snapshot checkpoint 1 after the sink pre-committed it."""
+
+    name = "failing"
+
+    def __init__(self) -> None:
+        self.snapshots = 0
+
+    def snapshot_state(self, checkpoint_id):
+        self.snapshots += 1
+        if self.snapshots == 1:
+            raise OSError("snapshot failed")
+        return 0
+
+    def restore_state(self, offsets):
+        pass
+
+    def poll(self, max_records):
+        return []
+
+
+def test_aborted_checkpoint_is_never_visible(fake, tmp_path):
+    sink = make_sink(fake, fresh_start=False)
+    coordinator = CheckpointCoordinator(FileCheckpointStore(tmp_path / "chk"),
+                                        CheckpointConfig(checkpoint_interval=None, tolerable_failed_checkpoints=1))
+    coordinator.register(sink)
+    coordinator.register(FailingSnapshot())
+    coordinator.restore()
     sink.invoke({"value": b"gone"})
-    sink.snapshot_state(1)
-    sink.notify_checkpoint_aborted(1)
+    with pytest.raises(CheckpointAbortedError):
+        coordinator.trigger_checkpoint()  # the sink pre-committed, the other participant failed
+    assert fake.txn_control().list_open_transactions("job-a-") == []  # aborted, not left to linger
+    assert sink.pending_checkpoint_ids() == []
     sink.invoke({"value": b"kept"})
-    sink.snapshot_state(2)
-    sink.notify_checkpoint_complete(2)
+    coordinator.trigger_checkpoint()
     assert visible(fake) == [b"kept"]
 
 
-def test_retriable_commit_errors_are_retried(fake):
-    sink = make_sink(fake)
+def test_retriable_commit_errors_are_retried(fake, tmp_path):
+    coordinator, sink = job(fake, tmp_path)
     sink.invoke({"value": b"x"})
-    sink.snapshot_state(1)
     fake.inject_errors("end_transaction", "COORDINATOR_LOAD_IN_PROGRESS", 2)
     fake.inject_errors("end_transaction", "CONCURRENT_TRANSACTIONS", 1)
-    sink.notify_checkpoint_complete(1)
+    coordinator.trigger_checkpoint()
     assert visible(fake) == [b"x"]
 
 
-def test_broker_down_past_the_retry_budget_keeps_the_transaction_pending(fake):
-    sink = make_sink(fake, commit_retry_timeout_s=0.3)
+def test_broker_down_past_the_retry_budget_keeps_the_transaction_pending(fake, tmp_path, monkeypatch):
+    coordinator, sink = job(fake, tmp_path, commit_retry_timeout_s=0.3)
     sink.invoke({"value": b"x"})
-    state = sink.snapshot_state(1)
-    fake.set_available(False)
-    with pytest.raises(RetriableKafkaError):
-        sink.notify_checkpoint_complete(1)
-    assert sink.pending_checkpoint_ids() == [1]
+    at_commit(monkeypatch, sink, lambda: fake.set_available(False))
+    with pytest.raises(CheckpointCommitError) as failed:
+        coordinator.trigger_checkpoint()
+    assert isinstance(failed.value.__cause__, RetriableKafkaError)
+    assert sink.pending_checkpoint_ids() == [1] and not coordinator.store.is_committed(1)
     fake.set_available(True)
-    recovered = make_sink(fake, fresh_start=False)
-    recover(recovered, RestoredState(1, state, committed=False))
+    job(fake, tmp_path)  # the restart's recovery commits the stored checkpoint
     assert visible(fake) == [b"x"]
 
 
-def test_reinitialised_id_surfaces_transaction_lost_error(fake):
-    sink = make_sink(fake)
+def test_reinitialised_id_surfaces_transaction_lost_error(fake, tmp_path):
+    coordinator, sink = job(fake, tmp_path)
     for _ in range(3):
         sink.invoke({"value": b"x"})
-    state = sink.snapshot_state(7)
-    tid = state[0]["committables"][0]["transactional_id"]
+    failpoints.enable(failpoints.BEFORE_COMMIT, "raise")
+    try:
+        with pytest.raises(failpoints.FailpointCrash):
+            coordinator.trigger_checkpoint()
+    finally:
+        failpoints.disable()
+    tid = coordinator.store.load(1).state_of(sink.name)[0]["committables"][0]["transactional_id"]
     zombie_hunter = fake.producer(tid, {})
     zombie_hunter.init_transactions(10)
     with pytest.raises(TransactionLostError) as error:
-        sink.notify_checkpoint_complete(7)
-    assert error.value.checkpoint_id == 7
+        job(fake, tmp_path)
+    assert error.value.checkpoint_id == 1
     assert error.value.transactional_id == tid
     assert error.value.record_count == 3
     assert tid in str(error.value) and "3 records" in str(error.value)
     assert visible(fake) == []
 
 
-def test_transaction_timeout_surfaces_transaction_lost_error(fake):
-    sink = make_sink(fake, transaction_timeout_ms=120_000, checkpoint_timeout_ms=60_000, restart_budget_ms=0)
+def test_transaction_timeout_surfaces_transaction_lost_error(fake, tmp_path, monkeypatch):
+    coordinator, sink = job(fake, tmp_path, transaction_timeout_ms=120_000, checkpoint_timeout_ms=60_000,
+                            restart_budget_ms=0)
     sink.invoke({"value": b"x"})
-    sink.snapshot_state(1)
-    fake.advance_time(121_000)
+    at_commit(monkeypatch, sink, lambda: fake.advance_time(121_000))
     with pytest.raises(TransactionLostError, match="1 transaction with 1 record was lost"):
-        sink.notify_checkpoint_complete(1)
+        coordinator.trigger_checkpoint()
 
 
-def test_slow_commit_logs_a_warning(fake, caplog):
-    sink = make_sink(fake, transaction_timeout_ms=60_000, checkpoint_timeout_ms=1, restart_budget_ms=0)
+def test_slow_commit_logs_a_warning(fake, tmp_path, caplog):
+    coordinator, sink = job(fake, tmp_path, transaction_timeout_ms=60_000, checkpoint_timeout_ms=1,
+                            restart_budget_ms=0)
     sink.invoke({"value": b"x"})
-    state = sink.snapshot_state(1)
-    committable = KafkaCommittable.from_json(state[0]["committables"][0])
-    from dataclasses import replace
-    old = replace(committable, begin_timestamp_ms=committable.begin_timestamp_ms - 40_000)
+    failpoints.enable(failpoints.BEFORE_COMMIT, "raise")
+    try:
+        with pytest.raises(failpoints.FailpointCrash):
+            coordinator.trigger_checkpoint()
+    finally:
+        failpoints.disable()
+    stored = coordinator.store.load(1)
+    state = stored.state_of(sink.name)
+    state[0]["committables"][0]["begin_timestamp_ms"] -= 40_000
     with caplog.at_level(logging.WARNING):
-        sink.commit(old, 1)
+        CommitLifecycle(coordinator.store, [make_sink(fake, fresh_start=False)]).commit_stored(stored)
     assert "more than half" in caplog.text and "job-a-0-1" in caplog.text
 
 
-def test_lingering_transactions_are_aborted_on_restore_and_unblock_readers(fake):
+def test_lingering_transactions_are_aborted_on_restore_and_unblock_readers(fake, tmp_path):
     crashed = make_sink(fake)
     crashed.invoke({"value": b"half-written", "partition": 0})
     crashed.snapshot_state(3)  # pre-committed, then the job died before checkpoint 3 completed
     crashed.invoke({"value": b"open", "partition": 0})  # writing for checkpoint 4
     assert fake.txn_control().list_open_transactions("job-a-")
-    restarted = make_sink(fake)  # restore of a fresh start: nothing stored for this sink
+    coordinator, restarted = job(fake, tmp_path)  # a fresh start: nothing stored for this sink
     assert fake.txn_control().list_open_transactions("job-a-") == []
     restarted.invoke({"value": b"new", "partition": 0})
-    restarted.snapshot_state(1)
-    restarted.notify_checkpoint_complete(1)
+    coordinator.trigger_checkpoint()
     assert visible(fake) == [b"new"]
 
 
-def test_restore_recommits_kept_and_aborts_only_own_writer_and_prefix(fake):
+def test_restore_recommits_kept_and_aborts_only_own_writer_and_prefix(fake, tmp_path):
     other_job = make_sink(fake, prefix="job-a1")
     other_job.invoke({"value": b"other-job"})
-    other_job.snapshot_state(1)
+    other_state = other_job.snapshot_state(1)
     sibling = make_sink(fake, writer=1)
     sibling.invoke({"value": b"sibling"})
     sibling_state = sibling.snapshot_state(1)
@@ -177,7 +245,8 @@ def test_restore_recommits_kept_and_aborts_only_own_writer_and_prefix(fake):
     # The two open transactions hold the LSO back: "mine" is committed but not readable yet.
     assert visible(fake) == []
     recover(make_sink(fake, writer=1, fresh_start=False), RestoredState(1, sibling_state, committed=False))
-    other_job.notify_checkpoint_aborted(1)
+    # The other job gives up on its checkpoint 1, never stored.
+    CommitLifecycle(FileCheckpointStore(tmp_path / "other"), [other_job]).abort(1, {other_job.name: other_state})
     assert visible(fake) == [b"mine", b"sibling"]
 
 
@@ -203,25 +272,28 @@ def test_record_over_max_size_fails_and_nothing_becomes_visible(fake):
     assert visible(fake) == []
 
 
-def test_headers_keys_partitions_and_per_record_topics(fake):
+def test_headers_keys_partitions_and_per_record_topics(fake, tmp_path):
     fake.admin().create_topic("elsewhere", 1)
-    sink = make_sink(fake)
+    coordinator, sink = job(fake, tmp_path)
     sink.invoke(ProducerRecord(value="v", key="k", partition=1, headers={"h": "1"}))
     sink.invoke({"value": b"w", "topic": "elsewhere", "headers": [{"key": "a", "value": None}]})
-    sink.snapshot_state(1)
-    sink.notify_checkpoint_complete(1)
+    coordinator.trigger_checkpoint()
     [record] = read_all(fake, "out")
     assert (record.key, record.value, record.partition, record.headers) == (b"k", b"v", 1, (("h", b"1"),))
     [other] = read_all(fake, "elsewhere")
     assert other.headers == (("a", None),)
 
 
-def test_at_least_once_writes_without_transactions(fake):
-    sink = make_sink(fake, delivery_guarantee="at_least_once")
+def test_at_least_once_writes_without_transactions(fake, tmp_path):
+    coordinator, sink = job(fake, tmp_path, delivery_guarantee="at_least_once")
     sink.invoke({"value": b"x"})
-    sink.snapshot_state(1)
+    failpoints.enable(failpoints.AFTER_CHECKPOINT_STORED, "raise")
+    try:
+        with pytest.raises(failpoints.FailpointCrash):
+            coordinator.trigger_checkpoint()
+    finally:
+        failpoints.disable()
     assert visible(fake) == [b"x"]  # flushed at pre-commit, visible at once
-    sink.notify_checkpoint_complete(1)
     assert fake.txn_control().list_open_transactions("") == []
 
 
@@ -277,9 +349,8 @@ def _pre_committed(fake, config, writers, checkpoint_id=1):
     return committables
 
 
-def test_commit_all_retries_the_retriable_and_reports_the_lost_after_trying_every_one(fake):
-    from connectors.kafka.sink.committer import KafkaTransactionCommitter
-
+def test_a_commit_retries_the_retriable_and_reports_the_lost_after_trying_every_one(fake, tmp_path):
+    """The Spark driver's path: its participant, the lifecycle's complete, the one loop."""
     config = KafkaSinkConfig(bootstrap_servers=fake.bootstrap_servers, topic="out",
                              transactional_id_prefix="job-m", commit_retry_timeout_s=5.0)
     committables = _pre_committed(fake, config, range(4))
@@ -287,9 +358,14 @@ def test_commit_all_retries_the_retriable_and_reports_the_lost_after_trying_ever
     # The first EndTxn (writer 0, committed alone) fails retriably once, and is retried.
     fake.inject_errors("end_transaction", "COORDINATOR_LOAD_IN_PROGRESS", 1)
     committer = KafkaTransactionCommitter(fake, config)
+    lifecycle = CommitLifecycle(FileCheckpointStore(tmp_path / "chk"), [KafkaCommittingParticipant(committer, "s")])
+    checkpoint = CompletedCheckpoint(1, 0, 0, {"s": [c.to_json() for c in committables]})
     with pytest.raises(TransactionLostError) as lost:
-        committer.commit_all(committables, 1)
-    assert lost.value.transactional_id == "job-m-2-1"
+        lifecycle.complete(checkpoint)
+    assert lost.value.transactional_id == "job-m-2-1" and lost.value.transaction_count == 1
+    assert "its other 3 transactions did commit" in str(lost.value)
     assert visible(fake) == [b"w0", b"w1", b"w3"]
-    committer.commit_all([c for c in committables if c.transactional_id != "job-m-2-1"], 1)  # repeatable
+    with pytest.raises(TransactionLostError):  # repeatable: the others stay committed, the lost one lost
+        lifecycle.commit_stored(checkpoint)
+    assert visible(fake) == [b"w0", b"w1", b"w3"]
     committer.close()

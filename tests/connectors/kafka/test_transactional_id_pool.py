@@ -18,12 +18,13 @@ from connectors.kafka.source import KafkaSource, KafkaSourceConfig  # noqa: E402
 from connectors.kafka.sink.config import KafkaSinkConfig  # noqa: E402
 from connectors.kafka.sink.internal.transactional_ids import POOL_SIZE, TransactionalIdPool  # noqa: E402
 from connectors.kafka.sink.writer import KafkaTransactionWriter, ProducerRecord  # noqa: E402
-from connectors.spark.sink_driver import BatchContext, SparkSinkDriver  # noqa: E402
+from connectors.spark.sink_driver import SINK_PARTICIPANT, BatchContext, SparkSinkDriver  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.datasource_writers import KafkaCommitMessage  # noqa: E402
 from kafka_testkit.topic_records import produce_committed, read_all  # noqa: E402
 from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
 from twophase import failpoints  # noqa: E402
+from twophase.checkpoint import CompletedCheckpoint  # noqa: E402
 from twophase.checkpoint_store import FileCheckpointStore  # noqa: E402
 from twophase.coordinator import CheckpointConfig, CheckpointCoordinator  # noqa: E402
 from twophase.pipeline import LocalPipeline  # noqa: E402
@@ -177,10 +178,10 @@ def test_a_stale_handle_of_a_reused_id_is_lost_never_committed_in_place_of_the_n
     assert old.transactional_id == new.transactional_id and old.identity != new.identity
     protocol = SparkSinkDriver(query.options)
     with pytest.raises(TransactionLostError) as lost:
-        protocol.committer.commit(old, 2)
+        protocol.lifecycle.complete(CompletedCheckpoint(2, 0, 0, {SINK_PARTICIPANT: [old.to_json()]}))
     assert lost.value.transactional_id == old.transactional_id
     assert read_all(fake, "out") == []  # "new" was not committed by the stale handle
-    protocol.committer.commit(new, 4)
+    protocol.lifecycle.complete(CompletedCheckpoint(4, 0, 0, {SINK_PARTICIPANT: [new.to_json()]}))
     assert [r.value for r in read_all(fake, "out")] == [b"new"]
 
 

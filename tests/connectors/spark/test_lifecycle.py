@@ -21,7 +21,7 @@ from connectors.kafka.sink.config import KafkaSinkConfig  # noqa: E402
 from connectors.kafka.errors import BrokerUnavailableError, InvalidTxnStateError, KafkaConnectorError  # noqa: E402
 from connectors.kafka.sink.kafka_sink import KafkaSink  # noqa: E402
 from connectors.spark import write_task as write_task_module  # noqa: E402
-from connectors.spark.sink_driver import BatchContext, SparkSinkDriver  # noqa: E402
+from connectors.spark.sink_driver import SINK_PARTICIPANT, BatchContext, SparkSinkDriver  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.write_task import write_task  # noqa: E402
 from kafka_testkit.topic_records import read_all  # noqa: E402
@@ -229,26 +229,27 @@ def test_abort_goes_on_past_a_failure_and_already_committed_is_no_error(fake, tm
     from connectors.kafka.sink.committable import KafkaCommittable
 
     handles = [KafkaCommittable.from_json(m.committable) for m in messages]
-    protocol.committer.commit_all(handles[:1], 0)  # the first is committed meanwhile
-    real_end = protocol.committer._end
+    fake.txn_control().end_transaction(handles[0].transactional_id, handles[0].identity, True)  # committed meanwhile
+    control = protocol.committer.control()
+    real_end = control.end_transactions
     calls = []
 
-    def end(committable, checkpoint_id, commit):
-        calls.append(committable.transactional_id)
-        if committable.transactional_id == handles[1].transactional_id:
-            raise BrokerUnavailableError("broker down")
-        real_end(committable, checkpoint_id, commit)
+    def end(transactions, commit):
+        calls.extend(tid for tid, _ in transactions)
+        results = real_end([t for t in transactions if t[0] != handles[1].transactional_id], commit)
+        return {**results, handles[1].transactional_id: KafkaConnectorError("EndTxn: refused")}
 
-    monkeypatch.setattr(protocol.committer, "_end", end)
-    with pytest.raises(BrokerUnavailableError):
-        protocol.committer.abort_all(handles, 0)
+    monkeypatch.setattr(control, "end_transactions", end)
+    states = {SINK_PARTICIPANT: [m.committable for m in messages]}
+    with pytest.raises(KafkaConnectorError, match="refused"):
+        protocol.lifecycle.abort_transactions(0, states)
     assert calls == [h.transactional_id for h in handles], "abort stopped at the first error"
     open_ids = {t.transactional_id for t in fake.txn_control().list_open_transactions("")}
     assert open_ids == {handles[1].transactional_id}
     assert sorted(r.value for r in read_all(fake, "out", read_committed=False))  # data was written
     # Aborting the committed one again is still no error.
-    monkeypatch.setattr(protocol.committer, "_end", real_end)
-    protocol.committer.abort(handles[0], 0)
+    monkeypatch.setattr(control, "end_transactions", real_end)
+    protocol.lifecycle.abort_transactions(0, {SINK_PARTICIPANT: [messages[0].committable]})
 
 
 def test_a_failed_sweep_after_the_commit_does_not_fail_the_batch(fake, tmp_path, monkeypatch, caplog):
@@ -267,7 +268,7 @@ def test_a_failed_sweep_after_the_commit_does_not_fail_the_batch(fake, tmp_path,
     assert protocol.store.is_committed(0)
     assert sorted(r.value for r in read_all(fake, "out")) == sorted(
         f"b0-t{t}-{i}".encode() for t in range(TASKS) for i in range(ROWS))
-    assert "checkpoint 0: aborting lingering transactions of kafka-sink failed" in caplog.text
+    assert "checkpoint 0: aborting lingering transactions failed" in caplog.text
 
 
 def test_abort_of_a_transaction_found_committed_is_not_an_error(fake, tmp_path, monkeypatch):
@@ -280,5 +281,5 @@ def test_abort_of_a_transaction_found_committed_is_not_an_error(fake, tmp_path, 
     handle = KafkaCommittable.from_json(messages[0].committable)
     with pytest.raises(InvalidTxnStateError):  # what the broker answers, which abort() takes as done
         protocol.committer.control().end_transaction(handle.transactional_id, handle.identity, False)
-    protocol.committer.abort_all([handle], 0)
+    protocol.lifecycle.abort_transactions(0, {SINK_PARTICIPANT: [messages[0].committable]})
     assert len(read_all(fake, "out")) == TASKS * ROWS

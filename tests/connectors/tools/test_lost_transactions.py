@@ -134,9 +134,16 @@ def test_the_committer_attempts_every_end_txn_and_raises_one_error_for_all_lost(
     # Three are taken over by newer producers (fenced, so aborted); one is still committable.
     for committable in committables[1:]:
         query.fake.producer(committable.transactional_id, {}).init_transactions(TIMEOUT_MS)
+    from connectors.kafka.sink.committing_participant import KafkaCommittingParticipant
+    from twophase.checkpoint import CompletedCheckpoint
+    from twophase.checkpoint_store import FileCheckpointStore
+    from twophase.lifecycle import CommitLifecycle
+
     committer = KafkaTransactionCommitter(query.fake, config)
+    lifecycle = CommitLifecycle(FileCheckpointStore(str(tmp_path / "committer-chk")),
+                                [KafkaCommittingParticipant(committer, "sink")])  # the Spark driver's
     with pytest.raises(TransactionLostError) as lost:
-        committer.commit_all(committables, 0)
+        lifecycle.complete(CompletedCheckpoint(0, 0, 0, {"sink": [c.to_json() for c in committables]}))
     assert lost.value.transaction_count == 3 and lost.value.record_count == 2 + 3 + 4
     assert "its other 1 transaction did commit" in str(lost.value)
     assert query.fake.txn_control().list_open_transactions("") == []  # every EndTxn was attempted
@@ -165,10 +172,13 @@ def test_the_replay_reads_the_whole_loss_from_a_jobs_log(tmp_path):
 
 def test_the_in_process_engine_counts_the_losses_of_every_sink_of_a_checkpoint(tmp_path):
     """Two sinks of one checkpoint both lose their transaction (the first committed alone, then the
-    other): both are committed, both losses are in the one error, and each sink records its own."""
+    other): both are attempted, both losses are in the one error, and the statistics record both."""
+    from twophase.checkpoint_statistics import CommitFigures, read_statistics
     from twophase.checkpoint_store import FileCheckpointStore
     from twophase.coordinator import CheckpointCoordinator
     from twophase.participants import CommittingParticipant
+    from twophase.transaction_endings import Ending
+    from connectors.kafka.errors import LostTransaction
 
     class Losing(CommittingParticipant[str]):
         acknowledges_externally = True
@@ -176,28 +186,20 @@ def test_the_in_process_engine_counts_the_losses_of_every_sink_of_a_checkpoint(t
         def __init__(self, name: str) -> None:
             self.name = name
             self.attempted: list[str] = []
-            self.recorded: list[tuple[int, list, Exception]] = []
 
         def committables(self, checkpoint_id, state):
             return [(checkpoint_id, f"{self.name}-txn")]
 
-        def commit_transactions(self, committables, recovering):
+        def end_transactions(self, committables, commit, recovering):
             self.attempted += [c for _, c in committables]
-            raise TransactionLostError.for_checkpoint(committables[0][0], [_lost(self.name)])
+            return [Ending.lost_with(c, LostTransaction(c, 7, 0, 5, (f"{self.name}-0",)), OSError("gone"))
+                    for _, c in committables]
 
-        def abort_transactions(self, committables):
-            pass
-
-        def abort_lingering(self, keep, checkpoint_id):
+        def lingering_transactions(self, keep, checkpoint_id):
             return []
 
-        def lost(self, checkpoint_id, committables, error):
-            self.recorded.append((checkpoint_id, list(committables), error))
-
-    from connectors.kafka.errors import LostTransaction
-
-    def _lost(name: str) -> LostTransaction:
-        return LostTransaction(f"{name}-txn", 7, 0, 5, (f"{name}-0",))
+        def figures(self, committables):
+            return CommitFigures(records=5 * len(committables), transactions=len(committables))
 
     store = FileCheckpointStore(str(tmp_path / "chk"))
     coordinator = CheckpointCoordinator(store)
@@ -212,5 +214,6 @@ def test_the_in_process_engine_counts_the_losses_of_every_sink_of_a_checkpoint(t
     assert sorted(t.transactional_id for t in failed.value.lost) == ["a-txn", "b-txn"]
     assert failed.value.record_count == 10
     assert [s.attempted for s in sinks] == [["a-txn"], ["b-txn"]]
-    assert [[t.transactional_id for t in s.recorded[0][2].lost] for s in sinks] == [["a-txn"], ["b-txn"]]
+    recorded = read_statistics(store, checkpoint_id)
+    assert recorded is not None and sorted(t.transactional_id for t in recorded.lost) == ["a-txn", "b-txn"]
     assert not store.is_committed(checkpoint_id)

@@ -1,0 +1,182 @@
+"""Ending transactions: the one loop that commits or aborts them, for a checkpoint's commit, a
+recovery, an abort and a sweep, and the one layer that retries them.
+
+Flink's committer contract (``Committer.commit(Collection<CommitRequest>)``): a committing
+participant makes one attempt at each transaction it is handed and answers, for each, exactly one
+:class:`Ending`:
+
+- ``ENDED``: committed (or, for an abort, aborted); a transaction found already ended as asked
+  is ended (Flink's ``signalAlreadyCommitted``);
+- ``RETRY_LATER``: a transient failure (Flink's ``retryLater``);
+- ``LOST``: it can never be committed, with what was lost (Flink's
+  ``signalFailedWithKnownReason``);
+- ``FAILED``: anything else (Flink's ``signalFailedWithUnknownReason``).
+
+A participant never retries and never raises for one transaction's failure: this module alone
+decides what follows, by one rule, the same for commit, recovery, abort and sweep:
+
+1. every transaction is attempted, whatever becomes of the others: a failure stops nothing, so no
+   other transaction is left open to stall readers;
+2. those that answered ``RETRY_LATER`` are attempted again, all together, with jittered
+   exponential backoff (tenacity), until each has another outcome or the participants' bound has
+   passed (``retry_timeout_s``: ``eos.brokerRetryTimeoutMs`` for the Kafka sink);
+3. then, if any transaction was lost, one :class:`~twophase.errors.TransactionLostError` names
+   every lost transaction of the call, with how many others did end; otherwise, if any failed (or
+   still asked to be retried at the bound), the first one's error is raised, after a line for each;
+4. a crash (a failpoint, a killed process) stops the loop where it is. What a crash leaves half
+   done, the decision covers: a stored checkpoint's transactions are committed again by the
+   recovery (commits are idempotent), a checkpoint never stored has what lingers aborted.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_exponential, wait_random
+
+from twophase.errors import IllegalStateError, LostTransaction, TransactionLostError
+
+if TYPE_CHECKING:
+    from twophase.participants import CommittingParticipant
+
+log = logging.getLogger(__name__)
+
+#: The first wait between two attempts, doubled up to ``MAX_WAIT_S``, jittered so that parallel
+#: endings that failed together do not retry in lockstep.
+FIRST_WAIT_S = 0.05
+MAX_WAIT_S = 2.0
+_WAIT = wait_exponential(multiplier=FIRST_WAIT_S, max=MAX_WAIT_S) + wait_random(0, FIRST_WAIT_S)
+
+
+class Outcome(str, Enum):
+    ENDED = "ended"
+    RETRY_LATER = "retry_later"
+    LOST = "lost"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What one attempt at ending one transaction gave."""
+
+    outcome: Outcome
+    #: The transaction's id; None for a committable with nothing to end (nothing was written).
+    transaction: str | None = None
+    #: The failure (``RETRY_LATER``, ``LOST``, ``FAILED``).
+    error: BaseException | None = None
+    #: What was lost (``LOST`` only).
+    lost: LostTransaction | None = None
+
+    @classmethod
+    def ended(cls, transaction: str | None) -> "Ending":
+        return cls(Outcome.ENDED, transaction)
+
+    @classmethod
+    def retry_later(cls, transaction: str | None, error: BaseException) -> "Ending":
+        return cls(Outcome.RETRY_LATER, transaction, error)
+
+    @classmethod
+    def lost_with(cls, transaction: str | None, lost: LostTransaction, error: BaseException) -> "Ending":
+        return cls(Outcome.LOST, transaction, error, lost)
+
+    @classmethod
+    def failed(cls, transaction: str | None, error: BaseException) -> "Ending":
+        return cls(Outcome.FAILED, transaction, error)
+
+
+@dataclass(frozen=True)
+class EndRequest:
+    """One transaction to end: the participant that ends it, with the checkpoint it was
+    pre-committed for and its committable."""
+
+    participant: "CommittingParticipant[Any]"
+    checkpoint_id: int
+    committable: Any
+
+
+def end_transactions(requests: Sequence[EndRequest], *, commit: bool, checkpoint_id: int | None,
+                     recovering: bool = False, after_first: Callable[[], None] | None = None) -> list[Ending]:
+    """End every request by the rule of the module doc (steps 1-2); returns each one's last
+    :class:`Ending`, in order. ``after_first``: called once the first request had its first
+    attempt, before the others have theirs (the ``mid_commit`` failpoint's place)."""
+    endings: list[Ending | None] = [None] * len(requests)
+    action = "commit" if commit else "abort"
+    bound_s = max((r.participant.retry_timeout_s for r in requests), default=0.0)
+
+    def attempt(indices: list[int]) -> list[int]:
+        """One attempt at each of ``indices``; the ones still to retry."""
+        rounds = [indices[:1], indices[1:]] if after_first is not None and len(indices) > 1 else [indices]
+        for number, part in enumerate(rounds):
+            if number:
+                assert after_first is not None
+                after_first()
+            for participant, group in _by_participant([(i, requests[i]) for i in part]):
+                answered = participant.end_transactions(
+                    [(requests[i].checkpoint_id, requests[i].committable) for i in group], commit, recovering)
+                if len(answered) != len(group):
+                    raise IllegalStateError(f"participant {participant.name!r} answered {len(answered)} "
+                                            f"endings for {len(group)} transactions")
+                for i, ending in zip(group, answered):
+                    endings[i] = ending
+        return [i for i in indices if _ending(endings, i).outcome is Outcome.RETRY_LATER]
+
+    def before_sleep(state: RetryCallState) -> None:
+        pending = state.outcome.result() if state.outcome else []
+        for i in pending:
+            log.warning("checkpoint %s: %s of transaction %s (checkpoint %d) failed (attempt %d): %r; retrying",
+                        checkpoint_id, action, _ending(endings, i).transaction, requests[i].checkpoint_id,
+                        state.attempt_number, _ending(endings, i).error)
+
+    pending = list(range(len(requests)))
+
+    def attempt_pending() -> list[int]:
+        nonlocal pending
+        pending = attempt(pending)
+        return pending
+
+    if requests:
+        Retrying(retry=retry_if_result(bool), stop=stop_after_delay(bound_s), wait=_WAIT, before_sleep=before_sleep,
+                 retry_error_callback=lambda state: state.outcome.result() if state.outcome else None)(attempt_pending)
+    return [_ending(endings, i) for i in range(len(requests))]
+
+
+def settle(endings: Sequence[Ending], *, commit: bool, checkpoint_id: int | None) -> None:
+    """Step 3 of the rule: raise for what did not end (one error for every loss, else the first
+    failure), after a line for each."""
+    action = "commit" if commit else "abort"
+    lost = [e for e in endings if e.outcome is Outcome.LOST]
+    failed = [e for e in endings if e.outcome in (Outcome.FAILED, Outcome.RETRY_LATER)]
+    for ending in failed:
+        log.error("checkpoint %s: %s of transaction %s did not end: %r", checkpoint_id, action,
+                  ending.transaction, ending.error)
+    if lost:
+        ended = sum(1 for e in endings if e.outcome is Outcome.ENDED and e.transaction is not None)
+        error = TransactionLostError.for_checkpoint(
+            checkpoint_id, [e.lost for e in lost if e.lost is not None], committed=ended)
+        log.error("checkpoint %s: %s", checkpoint_id, error)
+        raise error
+    if failed:
+        first = failed[0].error
+        assert first is not None
+        raise first
+
+
+def ended_transactions(endings: Sequence[Ending]) -> list[str]:
+    """The ids of the transactions that ended."""
+    return [e.transaction for e in endings if e.outcome is Outcome.ENDED and e.transaction is not None]
+
+
+def _ending(endings: list[Ending | None], index: int) -> Ending:
+    ending = endings[index]
+    assert ending is not None
+    return ending
+
+
+def _by_participant(indexed: list[tuple[int, EndRequest]]) -> list[tuple["CommittingParticipant[Any]", list[int]]]:
+    grouped: dict[int, tuple["CommittingParticipant[Any]", list[int]]] = {}
+    for index, request in indexed:
+        grouped.setdefault(id(request.participant), (request.participant, []))[1].append(index)
+    return list(grouped.values())
