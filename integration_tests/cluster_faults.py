@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Callable
 
 from kafka.admin import KafkaAdminClient
-from kafka.protocol.metadata import CoordinatorType
 
+from connectors.kafka.clients._kafka_python import admin_internals
 from connectors.kafka.clients import KafkaClients
 from kafka_testkit.spark_cluster import descendants
 from spark_job import kit_lines, spark_job_environment
@@ -38,9 +38,9 @@ def find_coordinator(bootstrap: str, transactional_id: str) -> int:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="it-find-coordinator")
     try:
         async def find() -> dict[str, int]:
-            return await admin._find_coordinator_ids([transactional_id], key_type=CoordinatorType.TRANSACTION)
+            return await admin_internals.transaction_coordinators(admin, [transactional_id])
 
-        return int(admin._manager.run(find)[transactional_id])
+        return int(admin_internals.run(admin, find)[transactional_id])
     finally:
         admin.close()
 

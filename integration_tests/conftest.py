@@ -120,6 +120,7 @@ CI_SET = (
     # The client seam, and the fake cluster's conformance, on the real broker (4.x and 3.9), and a
     # transaction's handle under transaction version 2 and the classic protocol.
     "test_kafka_clients.py::",
+    "test_kafka_python_internals.py::",
     "test_real_kafka_conformance.py::",
     "test_transaction_versions.py::",
     # README command 1: Kafka from Maven Central, a driver kill, a broker restart, a lost transaction.

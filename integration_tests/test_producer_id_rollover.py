@@ -27,7 +27,6 @@ from typing import Callable
 import kafka.errors as kafka_errors
 import pytest
 from kafka.admin import KafkaAdminClient
-from kafka.protocol.metadata import CoordinatorType
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 from kafka_testkit.kafka_conformance import (
     PRODUCER_CONFIG,
@@ -40,6 +39,7 @@ from kafka_testkit.kafka_conformance import (
 )
 from tenacity import Retrying, retry_if_exception, retry_if_exception_type, stop_after_delay, wait_fixed
 
+from connectors.kafka.clients._kafka_python import admin_internals
 from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients import KafkaClients, ProducerIdentity
 from connectors.kafka.sink.committable import KafkaCommittable
@@ -63,19 +63,19 @@ def drive_epoch(bootstrap: str, transactional_id: str, *, until_epoch: int | Non
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         async def coordinator() -> int:
-            found = await admin._find_coordinator_ids([transactional_id], key_type=CoordinatorType.TRANSACTION)
+            found = await admin_internals.transaction_coordinators(admin, [transactional_id])
             return found[transactional_id]
 
         node = Retrying(retry=retry_if_exception_type(Exception), stop=stop_after_delay(_COORDINATOR_BOUND_S),
-                        wait=wait_fixed(0.5), reraise=True)(admin._manager.run, coordinator)
+                        wait=wait_fixed(0.5), reraise=True)(admin_internals.run, admin, coordinator)
 
         def init_once() -> None:
             async def send() -> object:
-                return await admin._manager.send(InitProducerIdRequest(
+                return await admin_internals.send(admin, InitProducerIdRequest(
                     transactional_id=transactional_id, transaction_timeout_ms=60_000, producer_id=-1,
-                    producer_epoch=-1), node_id=node)
+                    producer_epoch=-1), node)
 
-            response = admin._manager.run(send)
+            response = admin_internals.run(admin, send)
             if response.error_code:
                 raise kafka_errors.for_code(response.error_code)()
 
@@ -86,9 +86,9 @@ def drive_epoch(bootstrap: str, transactional_id: str, *, until_epoch: int | Non
         async def drive() -> ProducerIdentity:
             transient = 0
             for _ in range(2 * LAST_EPOCH + 10):
-                response = await admin._manager.send(InitProducerIdRequest(
+                response = await admin_internals.send(admin, InitProducerIdRequest(
                     transactional_id=transactional_id, transaction_timeout_ms=60_000, producer_id=-1,
-                    producer_epoch=-1), node_id=node)
+                    producer_epoch=-1), node)
                 if response.error_code and kafka_errors.for_code(response.error_code).retriable and transient < 100:
                     transient += 1  # e.g. CONCURRENT_TRANSACTIONS while an abort's markers are written
                     continue
@@ -100,7 +100,7 @@ def drive_epoch(bootstrap: str, transactional_id: str, *, until_epoch: int | Non
                     return identity
             raise AssertionError(f"{transactional_id}: no rollover after {2 * LAST_EPOCH + 10} InitProducerId")
 
-        return admin._manager.run(drive)
+        return admin_internals.run(admin, drive)
     finally:
         admin.close()
 

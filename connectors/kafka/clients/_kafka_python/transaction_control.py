@@ -3,12 +3,15 @@
 librdkafka can only end the transaction of the producer handle that opened it. The two-phase
 commit needs more: the driver commits (EndTxn) transactions that executor processes opened and
 then left, and recovery finds (ListTransactions, DescribeTransactions) transactions a crash left
-open. kafka-python's protocol classes and admin plumbing provide both. This module and
-``clients/_kafka_python/settings.py`` (the connection settings) are the only ones that import kafka-python;
+open. kafka-python's protocol classes and admin plumbing provide both; what of its plumbing is
+private is reached through ``admin_internals.py`` alone, checked against the pinned release. This
+module, ``admin_internals.py`` and ``settings.py`` (the connection settings) are the only ones that
+import kafka-python;
 everything it raises is a type of ``errors.py``, through the one table of ``clients/error_table.py``.
 
 Nothing here retries: each call makes one attempt and maps what went wrong. Retrying transient
-errors (``RetriableKafkaError``) is the caller's decision.
+errors (``RetriableKafkaError``) is the caller's decision (for EndTxn, the one loop of
+``twophase/transaction_endings.py``).
 
 Connection settings are the librdkafka-style client configuration, translated by
 ``kafka_python_settings.kafka_python_config``; a setting kafka-python cannot honour is refused when
@@ -26,7 +29,6 @@ from typing import Any, Mapping, Sequence
 
 import kafka.errors as kafka_errors
 from kafka.admin import KafkaAdminClient
-from kafka.protocol.metadata import CoordinatorType
 from kafka.protocol.producer.transaction import EndTxnRequest
 
 from connectors.kafka.authorization import Denied, transactional_id_error
@@ -38,6 +40,7 @@ from connectors.kafka.errors import (
     KafkaConnectorError,
     RetriableKafkaError,
 )
+from connectors.kafka.clients._kafka_python import admin_internals
 from connectors.kafka.clients._kafka_python.settings import kafka_python_config
 
 log = logging.getLogger(__name__)
@@ -139,10 +142,9 @@ class KafkaPythonTransactionControl:
             return self._admin
 
     def _forget_coordinator(self, admin: KafkaAdminClient, transactional_id: str) -> None:
-        # kafka-python 3.0 caches coordinators in ClusterMetadata and has no public way to drop
-        # one; without this, every later call would go to the broker that said NOT_COORDINATOR.
-        # dict.pop is atomic under the GIL, so the IO thread never sees a half-updated map.
-        admin._manager.cluster._coordinators.pop((CoordinatorType.TRANSACTION, transactional_id), None)
+        # kafka-python caches coordinators and has no public way to drop one; without this, every
+        # later call would go to the broker that said NOT_COORDINATOR.
+        admin_internals.forget_transaction_coordinator(admin, transactional_id)
 
     # -- EndTxn --------------------------------------------------------------------------------
 
@@ -163,7 +165,7 @@ class KafkaPythonTransactionControl:
         action = "commit" if commit else "abort"
         admin = self._client()
         try:
-            outcomes = admin._manager.run(self._send_end_txns, admin, list(transactions), commit)
+            outcomes = admin_internals.run(admin, self._send_end_txns, admin, list(transactions), commit)
         except Exception as exc:
             # The round failed as a whole (no connection, no coordinator): every id gets the error.
             results: dict[str, KafkaConnectorError | None] = {}
@@ -216,10 +218,8 @@ class KafkaPythonTransactionControl:
         transactions: list[tuple[str, ProducerIdentity]],
         commit: bool,
     ) -> list[tuple[int | None, Any]]:
-        coordinators = await admin._find_coordinator_ids(
-            [transactional_id for transactional_id, _ in transactions],
-            key_type=CoordinatorType.TRANSACTION,
-        )
+        coordinators = await admin_internals.transaction_coordinators(
+            admin, [transactional_id for transactional_id, _ in transactions])
         in_flight = []
         for transactional_id, identity in transactions:
             request = EndTxnRequest(
@@ -229,7 +229,7 @@ class KafkaPythonTransactionControl:
                 committed=commit,
                 version=_END_TXN_VERSION,
             )
-            in_flight.append((request, admin._manager.send(request, node_id=coordinators[transactional_id])))
+            in_flight.append((request, admin_internals.send(admin, request, coordinators[transactional_id])))
         outcomes: list[tuple[int | None, Any]] = []
         for request, future in in_flight:
             try:
