@@ -121,7 +121,8 @@ _ROWS: tuple[JavaSetting, ...] = (
     JavaSetting("client.id", _SAME, "client.id"),
     JavaSetting("client.rack", _SAME, "client.rack"),
     JavaSetting("connections.max.idle.ms", _SAME, "connections.max.idle.ms"),
-    JavaSetting("default.api.timeout.ms", _IGNORED, "", "the kit bounds its requests itself (eos.brokerRetryTimeoutMs)"),
+    JavaSetting("default.api.timeout.ms", _IGNORED, "",
+                "the kit bounds its requests itself (eos.brokerRetryTimeoutMs)"),
     JavaSetting("enable.metrics.push", _SAME, "enable.metrics.push"),
     JavaSetting("group.id", _SAME, "group.id", "Spark's meaning: the group id of the source's consumers, which "
                                               "never join the group nor commit to it"),

@@ -188,7 +188,8 @@ def test_two_options_setting_one_librdkafka_setting_differently_are_refused():
         translate({"message.max.bytes": "1000", "max.request.size": "2000"})
     with pytest.raises(UnsupportedClientSettingError, match="<secret>"):
         translate({"sasl.password": "a", "sasl.jaas.config": SCRAM})
-    assert translate({"message.max.bytes": "2000", "max.request.size": "2000"}).settings == {"message.max.bytes": "2000"}
+    same = translate({"message.max.bytes": "2000", "max.request.size": "2000"})
+    assert same.settings == {"message.max.bytes": "2000"}
 
 
 def test_isolation_level_read_committed_and_group_id_are_accepted():
@@ -269,10 +270,11 @@ def test_the_fake_cluster_puts_keyed_records_where_java_does(tmp_path):
 
     partitions = [TopicPartition("t", p) for p in range(6)]
     ends = clients.admin().list_offsets(partitions, "latest")
+    placed = {}
     for tp in partitions:
-        records = list(clients.reader(read_committed=False).read({tp: (0, ends[tp])}))
-        partition = tp.partition
-        assert all(java_partition(r.key, 6) == partition for r in records)
+        for record in clients.reader(read_committed=False).read({tp: (0, ends[tp])}):
+            placed[record.key] = tp.partition
+    assert placed == {key: java_partition(key, 6) for key in keys}
 
 
 # -- where the translation applies ---------------------------------------------------------------

@@ -47,7 +47,8 @@ class RealKafkaClients:
                 "reader_stall_timeout_s": self.reader_stall_timeout_s}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["bootstrap_servers"], state["config"], state["reader_stall_timeout_s"])  # type: ignore[misc]
+        self.__init__(  # type: ignore[misc]
+            state["bootstrap_servers"], state["config"], state["reader_stall_timeout_s"])
 
     def _merged(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
         merged = dict(self.config)
