@@ -121,6 +121,9 @@ CI_SET = (
     # transaction's handle under transaction version 2 and the classic protocol.
     "test_kafka_clients.py::",
     "test_kafka_python_internals.py::",
+    # Java client settings as Spark jobs carry them: murmur2 partitioning, partitioner.class, a JAAS line
+    # with a JKS truststore for every client of both libraries.
+    "test_java_client_settings_on_real_kafka.py::",
     "test_real_kafka_conformance.py::",
     "test_transaction_versions.py::",
     # README command 1: Kafka from Maven Central, a driver kill, a broker restart, a lost transaction.
