@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from connectors.tools.errors import ClientSettingsError
+
 log = logging.getLogger(__name__)
 
 #: A setting whose name contains one of these (case-insensitive) has a secret value.
@@ -34,10 +36,6 @@ KAFKA_OPTION_FLAG = "--kafka-option"
 #: Given by --bootstrap: a file's bootstrap.servers is left out, as Kafka's tools let
 #: --bootstrap-server win.
 _BOOTSTRAP_KEY = "bootstrap.servers"
-
-
-class ClientSettingsError(ValueError):
-    """A setting or a properties file that cannot be used; the message is one line."""
 
 
 def is_secret(key: str) -> bool:

@@ -36,3 +36,8 @@ class IdFieldError(KafkaEosError, ValueError):
 
 class TopicNotFoundError(KafkaEosError, ValueError):
     """A topic to verify does not exist."""
+
+
+class ClientSettingsError(UsageError, ValueError):
+    """A ``--client-config`` setting or a ``--command-config`` file that cannot be used; the message
+    is one line and never shows a secret value."""
