@@ -8,8 +8,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from twophase.errors import CorruptCheckpointError
+from twophase.state_versions import check_format_version
 
+#: 1: written by every version so far (0.1.0 on). A higher one is refused (a downgrade,
+#: twophase/state_versions.py), a lower or missing one is corrupt.
 FORMAT_VERSION = 1
+READABLE_VERSIONS = (1,)
 
 JsonValue = Any  # whatever json.dumps accepts: the participants' states must be JSON-serializable
 
@@ -45,19 +49,18 @@ def encode(checkpoint: CompletedCheckpoint) -> bytes:
     return json.dumps(document, sort_keys=True, indent=1).encode("utf-8")
 
 
-def decode(data: bytes) -> CompletedCheckpoint:
-    """Parse ``_metadata`` bytes; raise CorruptCheckpointError for anything but a valid document."""
+def decode(data: bytes, location: str | None = None) -> CompletedCheckpoint:
+    """Parse ``_metadata`` bytes; raise NewerStateFormatError for a format version newer than
+    READABLE_VERSIONS (naming ``location``), CorruptCheckpointError for anything else but a valid
+    document."""
     try:
         document = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CorruptCheckpointError(f"not valid JSON ({exc})") from exc
     if not isinstance(document, dict):
         raise CorruptCheckpointError("not a checkpoint metadata document")
-    version = document.get("format_version")
-    if version != FORMAT_VERSION:
-        raise CorruptCheckpointError(
-            f"format_version {version!r} is not supported (this version reads {FORMAT_VERSION})"
-        )
+    check_format_version(document.get("format_version"), READABLE_VERSIONS, "checkpoint metadata", location,
+                         CorruptCheckpointError)
     body = document.get("checkpoint")
     if not isinstance(body, dict):
         raise CorruptCheckpointError("missing 'checkpoint' object")

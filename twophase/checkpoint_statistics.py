@@ -34,6 +34,7 @@ from typing import Any, Mapping, Sequence
 
 from twophase.checkpoint_store import METADATA_FILE, FileCheckpointStore
 from twophase.errors import CorruptStatisticsError, InvalidValueError
+from twophase.state_versions import check_format_version
 
 log = logging.getLogger(__name__)
 
@@ -199,15 +200,15 @@ def encode_statistics(stats: CheckpointStatistics) -> bytes:
                       indent=1).encode("utf-8")
 
 
-def decode_statistics(data: bytes) -> CheckpointStatistics:
+def decode_statistics(data: bytes, location: str | None = None) -> CheckpointStatistics:
+    """Parse ``_statistics`` bytes of any version in READABLE_VERSIONS; NewerStateFormatError
+    (naming ``location``) for a newer one, CorruptStatisticsError for anything else."""
     try:
         document = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CorruptStatisticsError(f"not valid JSON ({exc})") from exc
-    version = document.get("format_version") if isinstance(document, dict) else None
-    if version not in READABLE_VERSIONS:
-        raise CorruptStatisticsError(
-            f"format_version {version!r} is not supported (this version reads {READABLE_VERSIONS})")
+    version = check_format_version(document.get("format_version") if isinstance(document, dict) else None,
+                                   READABLE_VERSIONS, "checkpoint statistics", location, CorruptStatisticsError)
     body: Any = document.get("statistics")
     try:
         timings = body.get("timings")
@@ -257,9 +258,11 @@ def statistics_ids(store: FileCheckpointStore) -> list[int]:
 
 def read_statistics(store: FileCheckpointStore, checkpoint_id: int) -> CheckpointStatistics | None:
     """The statistics of ``checkpoint_id``, or None when it has none (or they are unreadable,
-    which is logged: figures never decide anything)."""
+    which is logged: figures never decide anything). A record of a newer format version raises
+    NewerStateFormatError: a newer kit wrote this state, which this one must not carry on."""
     try:
-        stats = decode_statistics(store.read_checkpoint_file(checkpoint_id, STATISTICS_FILE))
+        stats = decode_statistics(store.read_checkpoint_file(checkpoint_id, STATISTICS_FILE),
+                                  store.location(checkpoint_id, STATISTICS_FILE))
     except FileNotFoundError:
         return None
     except (CorruptStatisticsError, OSError) as exc:

@@ -37,20 +37,25 @@ from twophase.checkpoint import CompletedCheckpoint, decode, encode
 from twophase.errors import (
     CheckpointExistsError,
     CorruptCheckpointError,
+    CorruptOwnerError,
+    CorruptStatisticsError,
     IllegalStateError,
     InvalidValueError,
     StateFileNotFoundError,
 )
 from twophase.state_owner import OWNER_FILE, StateOwner, decode_owner, encode_owner
 from twophase.state_storage import StateStorage, open_state_storage
+from twophase.state_versions import newer_state_error
 
 log = logging.getLogger(__name__)
 
 METADATA_FILE = "_metadata"
 COMMITTED_MARKER = "_committed"
 RESERVED_MARKER = "_reserved"
-#: Written by versions before the write-once layout; read (never written) so their ids go on.
+#: Written by versions before the write-once layout (``{"format_version": 1, "next_checkpoint_id": N}``);
+#: read (never written) so their ids go on.
 LEGACY_COUNTER_FILE = "_checkpoint_counter"
+LEGACY_COUNTER_READABLE_VERSIONS = (1,)
 _CHECKPOINT_KEY = re.compile(r"^chk-(\d+)/(.+)$")
 
 
@@ -129,14 +134,46 @@ class FileCheckpointStore:
             elif key == LEGACY_COUNTER_FILE:
                 legacy_counter = True
         if legacy_counter:
-            try:
-                document = json.loads(self.storage.read(LEGACY_COUNTER_FILE))
-                listing.legacy_next_id = int(document["next_checkpoint_id"])
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                log.warning("ignoring unreadable checkpoint counter %s (%s)",
-                            self.storage.location(LEGACY_COUNTER_FILE), exc)
+            listing.legacy_next_id = self._read_legacy_counter()
         self._listing = listing
         return listing
+
+    def _read_legacy_counter(self) -> int | None:
+        location = self.storage.location(LEGACY_COUNTER_FILE)
+        try:
+            document = json.loads(self.storage.read(LEGACY_COUNTER_FILE))
+            version = document.get("format_version") if isinstance(document, dict) else None
+            if isinstance(version, int) and not isinstance(version, bool) \
+                    and version > max(LEGACY_COUNTER_READABLE_VERSIONS):
+                raise newer_state_error(version, LEGACY_COUNTER_READABLE_VERSIONS, "checkpoint counter", location)
+            return int(document["next_checkpoint_id"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            log.warning("ignoring unreadable checkpoint counter %s (%s)", location, exc)
+            return None
+
+    def check_readable(self) -> None:
+        """Raise NewerStateFormatError if a newer kit wrote this state: the owner record, the
+        newest stored checkpoint's ``_metadata`` or its ``_statistics``, or the legacy counter has
+        a format version this kit does not read. Only reads; call it before writing anything
+        (a downgrade must leave such state as it is). Corrupt files are left to the readers."""
+        from twophase.checkpoint_statistics import STATISTICS_FILE, decode_statistics
+
+        try:
+            self.owner()
+        except CorruptOwnerError:
+            pass  # the owner's readers refuse it, as they always did
+        newest = self.checkpoint_ids()[-1:]
+        for checkpoint_id in newest:
+            try:
+                self.load(checkpoint_id)
+            except (CorruptCheckpointError, FileNotFoundError):
+                pass  # latest() logs it and falls back, as it always did
+            if checkpoint_id in self.ids_with_file(STATISTICS_FILE):
+                try:
+                    decode_statistics(self.read_checkpoint_file(checkpoint_id, STATISTICS_FILE),
+                                      self.location(checkpoint_id, STATISTICS_FILE))
+                except (CorruptStatisticsError, FileNotFoundError):
+                    pass  # figures: an unreadable record is ignored where it is read
 
     # -- checkpoint ids --------------------------------------------------------------------------
 
@@ -188,7 +225,8 @@ class FileCheckpointStore:
         """Load one checkpoint; raises CorruptCheckpointError or FileNotFoundError."""
         if checkpoint_id in self._loaded:
             return self._loaded[checkpoint_id]
-        checkpoint = decode(self.storage.read(f"{checkpoint_folder(checkpoint_id)}/{METADATA_FILE}"))
+        checkpoint = decode(self.storage.read(f"{checkpoint_folder(checkpoint_id)}/{METADATA_FILE}"),
+                            self.location(checkpoint_id))
         if checkpoint.checkpoint_id != checkpoint_id:
             raise CorruptCheckpointError(
                 f"{self.location(checkpoint_id)} holds checkpoint {checkpoint.checkpoint_id}, not {checkpoint_id}"
@@ -197,7 +235,9 @@ class FileCheckpointStore:
         return checkpoint
 
     def latest(self) -> CompletedCheckpoint | None:
-        """The newest valid checkpoint. Corrupt or vanished ones are logged and skipped."""
+        """The newest valid checkpoint. Corrupt or vanished ones are logged and skipped; one of a
+        newer format version raises NewerStateFormatError (it is the newest decision, which an
+        older checkpoint must not replace)."""
         for checkpoint_id in reversed(self.checkpoint_ids()):
             try:
                 return self.load(checkpoint_id)
@@ -248,7 +288,7 @@ class FileCheckpointStore:
     def owner(self) -> StateOwner | None:
         """The recorded owner, or None if no job claimed the directory yet."""
         try:
-            return decode_owner(self.storage.read(OWNER_FILE))
+            return decode_owner(self.storage.read(OWNER_FILE), self.storage.location(OWNER_FILE))
         except FileNotFoundError:
             return None
 

@@ -193,6 +193,28 @@ class CorruptStatisticsError(KafkaEosError, ValueError):
     """A checkpoint's ``_statistics`` file that is not a valid document of a known format version."""
 
 
+class NewerStateFormatError(KafkaEosError, RuntimeError):
+    """A state file written by a newer version of the kit (its ``format_version`` is higher than
+    any this version reads): a downgrade. Refused in one line naming the file, its version, the
+    versions this kit reads and what to do; the file is never rewritten. Not a corrupt file: no
+    caller falls back to older state past it (``twophase/state_versions.py``)."""
+
+    def __init__(self, message: str, *, location: str = "", version: int | None = None,
+                 readable: tuple[int, ...] = ()) -> None:
+        super().__init__(message)
+        self.location = location
+        self.version = version
+        self.readable = readable
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_newer_state, (str(self), self.location, self.version, self.readable))
+
+
+def _rebuild_newer_state(message: str, location: str, version: int | None,
+                         readable: tuple[int, ...]) -> "NewerStateFormatError":
+    return NewerStateFormatError(message, location=location, version=version, readable=readable)
+
+
 # The general errors: what the kit raises where no more specific error above (or in a package's
 # errors.py) says more. Each keeps the builtin base it used to be raised as.
 

@@ -33,14 +33,15 @@ def write_savepoint(path: SavepointPath, checkpoint: CompletedCheckpoint) -> str
 
 
 def load_savepoint(path: SavepointPath) -> CompletedCheckpoint:
-    """Load a savepoint; raises FileNotFoundError or CorruptCheckpointError naming the path."""
+    """Load a savepoint; raises FileNotFoundError, CorruptCheckpointError or (written by a newer
+    kit) NewerStateFormatError naming the path."""
     storage = open_state_storage(path)
     try:
         data = storage.read(METADATA_FILE)
     except FileNotFoundError:
         raise StateFileNotFoundError(f"no savepoint at {storage.uri!r} (missing {METADATA_FILE})") from None
     try:
-        return decode(data)
+        return decode(data, storage.location(METADATA_FILE))
     except CorruptCheckpointError as exc:
         raise CorruptCheckpointError(f"savepoint {storage.location(METADATA_FILE)} is corrupt: {exc}") from exc
 

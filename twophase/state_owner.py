@@ -12,9 +12,12 @@ import json
 from dataclasses import asdict, dataclass
 
 from twophase.errors import CorruptOwnerError
+from twophase.state_versions import check_format_version
 
 OWNER_FILE = "_owner"
+#: 1: written by every version so far (0.1.0 on); a higher one is refused (a downgrade).
 FORMAT_VERSION = 1
+READABLE_VERSIONS = (1,)
 
 
 @dataclass(frozen=True)
@@ -43,14 +46,15 @@ def encode_owner(owner: StateOwner) -> bytes:
                       indent=1).encode("utf-8")
 
 
-def decode_owner(data: bytes) -> StateOwner:
+def decode_owner(data: bytes, location: str | None = None) -> StateOwner:
+    """Parse ``_owner`` bytes; NewerStateFormatError (naming ``location``) for a newer format
+    version, CorruptOwnerError for anything else but a valid record."""
     try:
         document = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CorruptOwnerError(f"not valid JSON ({exc})") from exc
-    if not isinstance(document, dict) or document.get("format_version") != FORMAT_VERSION:
-        version = document.get("format_version") if isinstance(document, dict) else None
-        raise CorruptOwnerError(f"format_version {version!r} is not supported (this version reads {FORMAT_VERSION})")
+    version = document.get("format_version") if isinstance(document, dict) else None
+    check_format_version(version, READABLE_VERSIONS, "state owner record", location, CorruptOwnerError)
     body = document.get("owner")
     try:
         adopted = body.get("adopted_through")

@@ -14,6 +14,9 @@ Checked on the driver before any task of a query writes (``streamWriter()``/``wr
   another machine, a deleted folder): replaying from it would write batches again.
   :class:`LostStateError` names the expected location. ``eos.adoptExistingQuery=true`` lets a
   query that committed batches with another sink start an empty state (recorded in ``_owner``).
+- **Newer state.** State written by a newer kit (a downgrade: a format version this kit does not
+  read) is refused with :class:`NewerStateFormatError` in one line, before anything is written
+  beside it (``twophase/state_versions.py``).
 
 A Python worker checks each (state directory, owner) once; later batches in the same worker only
 read the query id.
@@ -29,9 +32,11 @@ from connectors.spark.batch_context import BatchContext
 from connectors.spark.errors import ForeignStateError, LostStateError
 from connectors.spark.options import SinkOptions
 from connectors.spark.query_checkpoint import COMMIT_LOG, read_query_checkpoint
+from connectors.kafka.sink.committable import COMMITTABLE_VERSION
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.state_owner import StateOwner
-from twophase.errors import InvalidValueError
+from twophase.state_versions import newer_state_error
+from twophase.errors import CorruptCheckpointError, InvalidValueError
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +80,32 @@ def guard_sink_state(options: SinkOptions, context: BatchContext | None = None) 
     kind, owner_id = owner_key[1], owner_key[2]
     store = FileCheckpointStore(options.state_dir, options.retained_checkpoints, check_writable=False)
     wanted = StateOwner(kind=kind, owner_id=owner_id, description=description, created_ms=int(time.time() * 1000))
+    # Before anything is written (the probe, the owner record): a newer kit's state is refused as it is.
+    check_state_readable(store)
     store.check_writable()
     _bind(store, wanted, last_committed, committed_where, options.adopt_existing_query)
     with _verified_lock:
         _verified.add(owner_key)
+
+
+def check_state_readable(store: FileCheckpointStore) -> None:
+    """Raise NewerStateFormatError (one line: the file, its version, the versions this kit reads,
+    upgrade) when a newer kit wrote the state: its owner record, newest checkpoint, statistics or
+    legacy counter (``FileCheckpointStore.check_readable``), or a Kafka transaction handle of the
+    newest checkpoint (its ``v``). Only reads."""
+    store.check_readable()
+    newest = store.checkpoint_ids()[-1:]
+    for checkpoint_id in newest:
+        try:
+            checkpoint = store.load(checkpoint_id)
+        except (CorruptCheckpointError, FileNotFoundError):
+            continue
+        for state in checkpoint.operator_states.values():
+            for handle in state if isinstance(state, list) else ():
+                version = handle.get("v") if isinstance(handle, dict) else None
+                if isinstance(version, int) and not isinstance(version, bool) and version > COMMITTABLE_VERSION:
+                    raise newer_state_error(version, (COMMITTABLE_VERSION,), "Kafka transaction handle",
+                                            store.location(checkpoint_id))
 
 
 def _is_verified(owner_key: tuple[str, str, str | None]) -> bool:

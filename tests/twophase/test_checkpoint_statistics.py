@@ -83,7 +83,7 @@ def test_a_version_1_record_is_still_read_with_its_lost_ids():
 
 
 @pytest.mark.parametrize("mangle", [
-    lambda d: d.replace(b'"format_version": 3', b'"format_version": 99'),
+    lambda d: d.replace(b'"format_version": 3', b'"format_version": "3"'),
     lambda d: d[: len(d) // 2],
     lambda d: d.replace(b'"records"', b'"recs"'),
     lambda d: b"[]",

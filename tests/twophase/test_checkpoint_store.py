@@ -27,7 +27,7 @@ def test_round_trip_carries_format_version_and_checksum():
     lambda b: b[: len(b) // 2],                                     # torn write
     lambda b: b"",                                                   # empty file (disk full)
     lambda b: b.replace(b'"source": 3', b'"source": 4'),             # bit rot / tampering
-    lambda b: b.replace(b'"format_version": 1', b'"format_version": 99'),
+    lambda b: b.replace(b'"format_version": 1', b'"format_version": 0'),   # no version this kit wrote
     lambda b: b"\xff\xfe garbage",
 ])
 def test_corrupt_metadata_is_detected(mangle):
