@@ -162,18 +162,19 @@ class FileCheckpointStore:
             self.owner()
         except CorruptOwnerError:
             pass  # the owner's readers refuse it, as they always did
-        newest = self.checkpoint_ids()[-1:]
-        for checkpoint_id in newest:
+        stored = self.checkpoint_ids()
+        for checkpoint_id in stored[-1:]:
             try:
                 self.load(checkpoint_id)
             except (CorruptCheckpointError, FileNotFoundError):
                 pass  # latest() logs it and falls back, as it always did
-            if checkpoint_id in self.ids_with_file(STATISTICS_FILE):
-                try:
-                    decode_statistics(self.read_checkpoint_file(checkpoint_id, STATISTICS_FILE),
-                                      self.location(checkpoint_id, STATISTICS_FILE))
-                except (CorruptStatisticsError, FileNotFoundError):
-                    pass  # figures: an unreadable record is ignored where it is read
+        # The newest record carries the running totals the next one adds to.
+        for checkpoint_id in sorted(set(stored) & set(self.ids_with_file(STATISTICS_FILE)))[-1:]:
+            try:
+                decode_statistics(self.read_checkpoint_file(checkpoint_id, STATISTICS_FILE),
+                                  self.location(checkpoint_id, STATISTICS_FILE))
+            except (CorruptStatisticsError, FileNotFoundError):
+                pass  # figures: an unreadable record is ignored where it is read
 
     # -- checkpoint ids --------------------------------------------------------------------------
 
