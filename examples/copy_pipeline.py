@@ -106,8 +106,7 @@ def run(args: argparse.Namespace) -> int:
              for i in range(args.writers)]
     coordinator = CheckpointCoordinator(
         FileCheckpointStore(args.checkpoint_dir),
-        CheckpointConfig(checkpoint_interval=args.checkpoint_interval, tolerable_failed_checkpoints=3,
-                         checkpoint_timeout=args.checkpoint_timeout_ms / 1000),
+        CheckpointConfig(checkpoint_interval=args.checkpoint_interval, tolerable_failed_checkpoints=3),
     )
     suffix = args.suffix.encode()
     writers = args.writers

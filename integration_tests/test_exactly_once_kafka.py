@@ -22,8 +22,10 @@ from kafka_io import (
     wait_until_stable,
 )
 from twophase import failpoints
+from twophase.checkpoint import CompletedCheckpoint
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.coordinator import CheckpointCoordinator
+from twophase.lifecycle import CommitLifecycle
 from twophase.participants import RestoredState
 
 JOB = Path(__file__).resolve().parent.parent / "examples" / "copy_pipeline.py"
@@ -77,7 +79,8 @@ def make_sink(bootstrap: str, prefix: str, topic: str) -> KafkaSink:
     return KafkaSink(config, name="sink")
 
 
-def test_reinitialised_transactional_id_surfaces_transaction_lost_error(kafka_bootstrap, kafka_clients, unique_name):
+def test_reinitialised_transactional_id_surfaces_transaction_lost_error(kafka_bootstrap, kafka_clients, unique_name,
+                                                                       tmp_path):
     topic, prefix = unique_name("out"), unique_name("eos")
     kafka_clients.admin().create_topic(topic, 1)
     sink = make_sink(kafka_bootstrap, prefix, topic)
@@ -89,8 +92,9 @@ def test_reinitialised_transactional_id_surfaces_transaction_lost_error(kafka_bo
     usurper = kafka_clients.producer(transactional_id, {})
     usurper.init_transactions(30)
     usurper.close()
+    lifecycle = CommitLifecycle(FileCheckpointStore(tmp_path / "chk"), [sink])  # the coordinator's commit
     with pytest.raises(TransactionLostError) as error:
-        sink.notify_checkpoint_complete(1)
+        lifecycle.complete(CompletedCheckpoint(1, 0, 0, {sink.name: state}))
     assert error.value.transactional_id == transactional_id
     assert error.value.record_count == 5 and error.value.checkpoint_id == 1
     wait_until_stable(kafka_clients, topic)

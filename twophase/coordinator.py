@@ -1,14 +1,17 @@
 """The checkpoint coordinator: Flink's CheckpointCoordinator, the in-process scheduler of
 checkpoints, as a small clock-driven state machine on top of the commit lifecycle.
 
-The scheduler decides *when*: periodic triggers, timeouts, the minimum pause, concurrent and
-tolerable failed checkpoints, savepoints, and the statistics history of the last checkpoints.
+The scheduler decides *when*: periodic triggers, the minimum pause, tolerable failed
+checkpoints, savepoints, and the statistics history of the last checkpoints. Its participants
+snapshot in the trigger's call (the in-process engine's), so a checkpoint completes or fails
+before the trigger returns. (Spark numbers and acknowledges its own checkpoints: its driver uses
+the lifecycle directly, not this scheduler.)
 What happens to a checkpoint once every participant acknowledged it (store, commit, mark, sweep,
 record, subsume), at recovery and on abort is the lifecycle's (``twophase/lifecycle.py``), which
 the Spark sink's driver uses directly.
 
 The coordinator owns no thread. Whoever drives the job (the in-process pipeline) calls
-:meth:`CheckpointCoordinator.tick` for periodic triggers and timeouts, so tests control time
+:meth:`CheckpointCoordinator.tick` for periodic triggers, so tests control time
 through the injected clock.
 """
 
@@ -58,9 +61,6 @@ class CheckpointConfig:
 
     #: Seconds between periodic checkpoints; None: only manual triggers.
     checkpoint_interval: float | None = 10.0
-    #: A pending checkpoint not fully acknowledged within this many seconds is aborted.
-    checkpoint_timeout: float = 600.0
-    max_concurrent_checkpoints: int = 1
     #: Seconds from the end of one checkpoint to the next periodic trigger.
     min_pause_between_checkpoints: float = 0.0
     #: Consecutive failed checkpoints tolerated before the job fails.
@@ -70,22 +70,20 @@ class CheckpointConfig:
     def __post_init__(self) -> None:
         if self.checkpoint_interval is not None:
             _at_least("checkpoint_interval", self.checkpoint_interval, 0, strict=True, unit=" s (or None)")
-        _at_least("checkpoint_timeout", self.checkpoint_timeout, 0, strict=True, unit=" s")
-        for knob, minimum in (("max_concurrent_checkpoints", 1), ("tolerable_failed_checkpoints", 0)):
-            value = getattr(self, knob)
-            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                raise InvalidValueError(f"{knob} must be an integer >= {minimum}, got {value!r}")
+        value = self.tolerable_failed_checkpoints
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise InvalidValueError(f"tolerable_failed_checkpoints must be an integer >= 0, got {value!r}")
         _at_least("min_pause_between_checkpoints", self.min_pause_between_checkpoints, 0, strict=False, unit=" s")
         validate_retained(self.retained_checkpoints)
 
 
 @dataclass
-class PendingCheckpoint:
+class TriggeredCheckpoint:
+    """A checkpoint between its trigger and its completion: its participants' states so far."""
+
     checkpoint_id: int
-    trigger_time: float  # coordinator clock
     trigger_timestamp_ms: int
     savepoint_path: str | Path | None
-    awaiting: set[str]
     states: dict[str, JsonValue] = field(default_factory=dict)
 
     @property
@@ -113,7 +111,7 @@ class CheckpointCoordinator:
         self._clock = clock
         self._allow_non_restored_state = allow_non_restored_state
         self._participants: dict[str, CheckpointParticipant] = {}
-        self._pending: dict[int, PendingCheckpoint] = {}
+        self._pending: dict[int, TriggeredCheckpoint] = {}
         self._stats: dict[int, CheckpointStats] = {}
         self._history: deque[int] = deque(maxlen=100)
         self._lock = threading.RLock()
@@ -203,57 +201,36 @@ class CheckpointCoordinator:
 
     # -- triggering ------------------------------------------------------------------------------
 
-    def trigger_checkpoint(self, checkpoint_id: int | None = None) -> int:
-        """Trigger a checkpoint now (obeys max_concurrent_checkpoints, not the min pause).
-
-        ``checkpoint_id`` lets an engine that numbers its own epochs (Spark batch ids) use its
-        numbers. They must exceed every completed checkpoint, but may repeat an id that was
-        triggered and never completed: the engine replays that epoch with the same input, so it
-        is the same checkpoint again (and its transactional ids fence the crashed attempt's).
-        Returns the checkpoint id. Participants that snapshot synchronously are snapshotted before
-        this returns; raises CheckpointAbortedError if one of them fails."""
-        return self._trigger(checkpoint_id, savepoint_path=None, periodic=False)
+    def trigger_checkpoint(self) -> int:
+        """Trigger a checkpoint now (not the min pause): every participant snapshots, then the
+        lifecycle completes it, before this returns its id. Raises CheckpointAbortedError (or
+        CheckpointFailureError) if a participant fails to snapshot."""
+        return self._trigger(savepoint_path=None, periodic=False)
 
     def trigger_savepoint(self, path: str | Path) -> int:
         """Trigger a savepoint into ``path``, a folder path or URI (self-contained, never expires)."""
         ensure_writable_directory(path, "savepoint directory")
-        return self._trigger(None, savepoint_path=path, periodic=False)
+        return self._trigger(savepoint_path=path, periodic=False)
 
     def stop_with_savepoint(self, path: str | Path) -> CompletedCheckpoint:
-        """Take a final savepoint, commit it, and stop triggering. Every participant must snapshot
-        synchronously for this to complete in the call."""
+        """Take a final savepoint, commit it, and stop triggering."""
         checkpoint_id = self.trigger_savepoint(path)
         with self._lock:
-            if checkpoint_id in self._pending:
-                raise CheckpointTriggerError(
-                    f"savepoint {checkpoint_id} awaits external acknowledgements from "
-                    f"{sorted(self._pending[checkpoint_id].awaiting)}; acknowledge them, then stop"
-                )
             self._stopped = True
             assert self.latest_completed is not None
             log.info("stopped with savepoint %d at %s", checkpoint_id, path)
             return self.latest_completed
 
     def tick(self) -> int | None:
-        """Abort timed-out checkpoints and trigger a periodic one when due. Returns its id."""
+        """Trigger a periodic checkpoint when due. Returns its id."""
         with self._lock:
-            now = self._clock()
-            error: Exception | None = None
-            for pending in list(self._pending.values()):
-                if now - pending.trigger_time >= self.config.checkpoint_timeout:
-                    error = self._abort(pending, f"not acknowledged within checkpoint_timeout="
-                                                 f"{self.config.checkpoint_timeout}s by {sorted(pending.awaiting)}")
-            if error is not None:
-                raise error
-            if not self._periodic_trigger_due(now):
+            if not self._periodic_trigger_due(self._clock()):
                 return None
-        return self._trigger(None, savepoint_path=None, periodic=True)
+        return self._trigger(savepoint_path=None, periodic=True)
 
     def _periodic_trigger_due(self, now: float) -> bool:
         interval = self.config.checkpoint_interval
         if interval is None or self._stopped or not self._restored:
-            return False
-        if len(self._pending) >= self.config.max_concurrent_checkpoints:
             return False
         if self._last_trigger_time is not None and now - self._last_trigger_time < interval:
             return False
@@ -262,41 +239,21 @@ class CheckpointCoordinator:
             return False
         return True
 
-    def _trigger(self, checkpoint_id: int | None, savepoint_path: str | Path | None, periodic: bool) -> int:
+    def _trigger(self, savepoint_path: str | Path | None, periodic: bool) -> int:
         with self._lock:
             if not self._restored:
                 raise CheckpointTriggerError("call restore() before triggering checkpoints")
             if self._stopped:
                 raise CheckpointTriggerError("the coordinator was stopped with a savepoint")
-            if len(self._pending) >= self.config.max_concurrent_checkpoints:
-                raise CheckpointTriggerError(
-                    f"{len(self._pending)} checkpoint(s) in flight; max_concurrent_checkpoints="
-                    f"{self.config.max_concurrent_checkpoints}"
-                )
-            numbered_here = checkpoint_id is None
-            if checkpoint_id is None:
-                checkpoint_id = self._next_id
-            else:
-                floor = max([*self.store.checkpoint_ids(), *self._pending, -1])
-                if checkpoint_id <= floor:
-                    raise CheckpointTriggerError(
-                        f"checkpoint id {checkpoint_id} is not greater than every stored or pending "
-                        f"checkpoint (latest is {floor})"
-                    )
-            if numbered_here:
-                # An id this coordinator chose must never come again, even if this checkpoint
-                # never completes. Engine-numbered ids (Spark batch ids) are the engine's to keep
-                # durable, and a replay repeats them on purpose.
-                self.store.reserve_checkpoint_id(checkpoint_id)
-            self._next_id = max(self._next_id, checkpoint_id + 1)
-            now = self._clock()
-            self._last_trigger_time = now
-            pending = PendingCheckpoint(
+            checkpoint_id = self._next_id
+            # An id must never come again, even if this checkpoint never completes.
+            self.store.reserve_checkpoint_id(checkpoint_id)
+            self._next_id = checkpoint_id + 1
+            self._last_trigger_time = self._clock()
+            pending = TriggeredCheckpoint(
                 checkpoint_id=checkpoint_id,
-                trigger_time=now,
                 trigger_timestamp_ms=_wall_clock_ms(),
                 savepoint_path=savepoint_path,
-                awaiting=set(self._participants),
             )
             self._pending[checkpoint_id] = pending
             stats = CheckpointStats(
@@ -312,8 +269,6 @@ class CheckpointCoordinator:
             log.debug("checkpoint %d triggered (%s)", checkpoint_id,
                       "savepoint" if savepoint_path else "periodic" if periodic else "manual")
             for participant in self._participants.values():
-                if participant.acknowledges_externally:
-                    continue
                 try:
                     state = participant.snapshot_state(checkpoint_id)
                 except failpoints.FailpointCrash:
@@ -327,25 +282,7 @@ class CheckpointCoordinator:
 
     # -- acknowledgements ------------------------------------------------------------------------
 
-    def acknowledge(self, checkpoint_id: int, participant: str, state: JsonValue) -> None:
-        """A participant's state for ``checkpoint_id`` (for participants acknowledging externally)."""
-        with self._lock:
-            pending = self._pending.get(checkpoint_id)
-            if pending is None:
-                raise CheckpointTriggerError(f"checkpoint {checkpoint_id} is not pending")
-            if participant not in self._participants:
-                raise InvalidValueError(f"unknown participant {participant!r}")
-            self._acknowledge(pending, participant, state)
-
-    def decline(self, checkpoint_id: int, participant: str, cause: str) -> None:
-        """A participant cannot take part in ``checkpoint_id``: abort it."""
-        with self._lock:
-            pending = self._pending.get(checkpoint_id)
-            if pending is None:
-                return
-            raise self._abort(pending, f"declined by {participant!r}: {cause}")
-
-    def _acknowledge(self, pending: PendingCheckpoint, participant: str, state: JsonValue) -> None:
+    def _acknowledge(self, pending: TriggeredCheckpoint, participant: str, state: JsonValue) -> None:
         # Checked here, not at store time, so a bad state fails its own checkpoint with a clear
         # cause instead of a serialization error deep in the store.
         try:
@@ -354,14 +291,13 @@ class CheckpointCoordinator:
             raise self._abort(pending, f"participant {participant!r} returned a state that is not "
                                        f"JSON-serializable: {exc}") from exc
         pending.states[participant] = state
-        pending.awaiting.discard(participant)
         self._stats[pending.checkpoint_id].acknowledged += 1
-        if not pending.awaiting:
+        if len(pending.states) == len(self._participants):
             self._complete(pending)
 
     # -- completion ------------------------------------------------------------------------------
 
-    def _complete(self, pending: PendingCheckpoint) -> None:
+    def _complete(self, pending: TriggeredCheckpoint) -> None:
         checkpoint = CompletedCheckpoint(
             checkpoint_id=pending.checkpoint_id,
             trigger_timestamp_ms=pending.trigger_timestamp_ms,
@@ -413,7 +349,7 @@ class CheckpointCoordinator:
 
     # -- aborting --------------------------------------------------------------------------------
 
-    def _abort(self, pending: PendingCheckpoint, cause: str) -> Exception:
+    def _abort(self, pending: TriggeredCheckpoint, cause: str) -> Exception:
         """Abort ``pending``; return the error for the caller to raise: CheckpointAbortedError, or
         CheckpointFailureError once more consecutive checkpoints failed than are tolerable."""
         self._discard(pending, cause)
@@ -426,7 +362,7 @@ class CheckpointCoordinator:
             )
         return CheckpointAbortedError(pending.checkpoint_id, cause)
 
-    def _discard(self, pending: PendingCheckpoint, cause: str) -> None:
+    def _discard(self, pending: TriggeredCheckpoint, cause: str) -> None:
         self._pending.pop(pending.checkpoint_id, None)
         stats = self._stats[pending.checkpoint_id]
         stats.status = CheckpointStatus.FAILED

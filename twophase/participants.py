@@ -49,9 +49,6 @@ class CheckpointParticipant(ABC):
 
     #: Stable operator id: the key of this participant's state in every checkpoint.
     name: str
-    #: True when the state arrives through ``CheckpointCoordinator.acknowledge`` from elsewhere
-    #: (e.g. Spark tasks) instead of from :meth:`snapshot_state`.
-    acknowledges_externally: bool = False
 
     @abstractmethod
     def snapshot_state(self, checkpoint_id: int) -> JsonValue:
@@ -145,7 +142,8 @@ class CommittingParticipant(CheckpointParticipant, Generic[Committable]):
         return None
 
     def snapshot_state(self, checkpoint_id: int) -> JsonValue:
-        raise IllegalStateError(f"participant {self.name!r} acknowledges externally; it has no snapshot")
+        raise IllegalStateError(f"participant {self.name!r} has no snapshot: its state comes from the engine's "
+                                "tasks (the Spark sink's)")
 
     def restore(self, restored: RestoredState) -> None:
         """Reset what this process holds; the lifecycle recovers the transactions."""

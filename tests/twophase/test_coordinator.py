@@ -22,20 +22,22 @@ class ManualClock:
         return self.now
 
 
-class ExternalParticipant(CheckpointParticipant):
-    """Acknowledges through coordinator.acknowledge, like Spark's driver-side sink."""
+class Recording(CheckpointParticipant):
+    """Snapshots ``state`` (failing while ``failures`` lasts) and records what it is told."""
 
-    acknowledges_externally = True
-    commits_on_notify = True
-
-    def __init__(self, name: str = "external") -> None:
+    def __init__(self, name: str = "recording", state=None) -> None:
         self.name = name
+        self.state = state if state is not None else {}
+        self.failures = 0
         self.completed: list[int] = []
         self.aborted: list[int] = []
         self.restored: list[RestoredState] = []
 
     def snapshot_state(self, checkpoint_id):
-        raise AssertionError("never called for external participants")
+        if self.failures:
+            self.failures -= 1
+            raise OSError("snapshot failed")
+        return self.state
 
     def restore(self, restored):
         self.restored.append(restored)
@@ -75,125 +77,79 @@ def test_happy_path_pipeline(tmp_path):
     assert system.open_txn_ids("") == []
 
 
-def test_completed_checkpoint_is_stored_before_any_notification(tmp_path):
+def test_completed_checkpoint_is_stored_and_committed_before_any_notification(tmp_path):
     seen: list[bool] = []
-    participant = ExternalParticipant()
+    participant = Recording(state={"handles": [1, 2]})
     coordinator = coordinator_with(tmp_path, participant)
     participant.notify_checkpoint_complete = lambda cid: seen.append(
-        coordinator.store.load(cid).checkpoint_id == cid)
-    cid = coordinator.trigger_checkpoint()
-    coordinator.acknowledge(cid, "external", {"handles": [1, 2]})
+        coordinator.store.load(cid).checkpoint_id == cid and coordinator.store.is_committed(cid))
+    coordinator.trigger_checkpoint()
     assert seen == [True]
-    assert coordinator.store.is_committed(cid)
 
 
-def test_timeout_aborts_pending_checkpoint(tmp_path):
-    clock = ManualClock()
-    participant = ExternalParticipant()
-    coordinator = coordinator_with(tmp_path, participant, clock, checkpoint_timeout=5.0,
-                                   tolerable_failed_checkpoints=3)
-    cid = coordinator.trigger_checkpoint()
-    clock.now = 4.9
-    coordinator.tick()
-    assert coordinator.pending_checkpoint_ids == [cid]
-    clock.now = 5.0
-    with pytest.raises(CheckpointAbortedError, match="checkpoint_timeout"):
-        coordinator.tick()
-    assert coordinator.pending_checkpoint_ids == []
-    [stats] = coordinator.stats_for([cid])
-    assert stats.status is CheckpointStatus.FAILED and "checkpoint_timeout" in stats.failure_cause
-    with pytest.raises(CheckpointTriggerError):
-        coordinator.acknowledge(cid, "external", {})
-    assert coordinator.store.latest() is None
-
-
-def test_aborted_checkpoint_notifies_participants_that_acknowledged(tmp_path):
+def test_an_aborted_checkpoint_has_its_pre_committed_transactions_aborted_and_told(tmp_path):
     system = MemoryTransactionalSystem()
     sink = MemorySink("out", system)
-    external = ExternalParticipant()
+    failing = Recording("failing")
     store = FileCheckpointStore(tmp_path / "chk")
     coordinator = CheckpointCoordinator(store, CheckpointConfig(tolerable_failed_checkpoints=5),
                                         clock=ManualClock())
     coordinator.register(sink)
-    coordinator.register(external)
+    coordinator.register(failing)
     coordinator.restore()
     sink.invoke("a")
-    cid = coordinator.trigger_checkpoint()
-    with pytest.raises(CheckpointAbortedError):
-        coordinator.decline(cid, "external", "task failed")
-    assert system.txns[f"out-{cid}"].state == "aborted"
+    failing.failures = 1
+    with pytest.raises(CheckpointAbortedError, match="snapshot failed"):
+        coordinator.trigger_checkpoint()
+    assert system.txns["out-1"].state == "aborted"
     assert "a" not in system.visible
+    assert sink.pending_checkpoint_ids() == [] and failing.aborted == []  # it acknowledged nothing
+    [stats] = coordinator.stats_for([1])
+    assert stats.status is CheckpointStatus.FAILED and "snapshot failed" in stats.failure_cause
 
 
-def test_max_concurrent_and_min_pause(tmp_path):
+def test_min_pause(tmp_path):
     clock = ManualClock()
-    participant = ExternalParticipant()
+    participant = Recording()
     coordinator = coordinator_with(tmp_path, participant, clock, checkpoint_interval=1.0,
-                                   min_pause_between_checkpoints=3.0, max_concurrent_checkpoints=1)
+                                   min_pause_between_checkpoints=3.0)
+    clock.now = 2.0
     first = coordinator.tick()
     assert first is not None
-    clock.now = 2.0
-    assert coordinator.tick() is None  # one in flight already
-    with pytest.raises(CheckpointTriggerError, match="max_concurrent_checkpoints"):
-        coordinator.trigger_checkpoint()
-    coordinator.acknowledge(first, "external", {})
     clock.now = 4.0
     assert coordinator.tick() is None  # interval passed but min pause (3 s after completion at 2) not
     clock.now = 5.0
     second = coordinator.tick()
     assert second == first + 1
-
-
-def test_two_concurrent_checkpoints_allowed_when_configured(tmp_path):
-    participant = ExternalParticipant()
-    coordinator = coordinator_with(tmp_path, participant, max_concurrent_checkpoints=2)
-    a = coordinator.trigger_checkpoint()
-    b = coordinator.trigger_checkpoint()
-    with pytest.raises(CheckpointTriggerError):
-        coordinator.trigger_checkpoint()
-    coordinator.acknowledge(b, "external", {})
-    coordinator.acknowledge(a, "external", {})
-    assert participant.completed == [b, a]
+    assert participant.completed == [first, second]
 
 
 def test_tolerable_failed_checkpoints(tmp_path):
-    participant = ExternalParticipant()
+    participant = Recording()
     coordinator = coordinator_with(tmp_path, participant, tolerable_failed_checkpoints=1)
+    participant.failures = 1
     with pytest.raises(CheckpointAbortedError):
-        coordinator.decline(coordinator.trigger_checkpoint(), "external", "boom")
-    cid = coordinator.trigger_checkpoint()
-    coordinator.acknowledge(cid, "external", {})  # a success resets the count
+        coordinator.trigger_checkpoint()
+    coordinator.trigger_checkpoint()  # a success resets the count
+    participant.failures = 2
     with pytest.raises(CheckpointAbortedError):
-        coordinator.decline(coordinator.trigger_checkpoint(), "external", "boom")
+        coordinator.trigger_checkpoint()
     with pytest.raises(CheckpointFailureError, match="tolerable_failed_checkpoints=1"):
-        coordinator.decline(coordinator.trigger_checkpoint(), "external", "boom")
+        coordinator.trigger_checkpoint()
 
 
-def test_ids_increase_across_restart_and_external_ids_must_increase(tmp_path):
-    participant = ExternalParticipant()
+def test_ids_increase_across_restart(tmp_path):
+    participant = Recording()
     coordinator = coordinator_with(tmp_path, participant)
     for _ in range(3):
-        coordinator.acknowledge(coordinator.trigger_checkpoint(), "external", {})
-    coordinator.trigger_checkpoint()  # 4 never completes: the process dies
-    again = ExternalParticipant()
+        coordinator.trigger_checkpoint()
+    participant.failures = 1
+    with pytest.raises(CheckpointFailureError):
+        coordinator.trigger_checkpoint()  # 4 never completes
+    again = Recording()
     restarted = coordinator_with(tmp_path, again)
     assert again.restored[-1].checkpoint_id == 3
-    assert restarted.trigger_checkpoint() == 5
-    restarted.acknowledge(5, "external", {})
-    with pytest.raises(CheckpointTriggerError, match="not greater"):
-        restarted.trigger_checkpoint(checkpoint_id=5)
-    assert restarted.trigger_checkpoint() == 6  # generated ids skip 4 for good
-
-
-def test_engine_numbered_epoch_may_repeat_an_id_that_never_completed(tmp_path):
-    participant = ExternalParticipant()
-    coordinator = coordinator_with(tmp_path, participant)
-    coordinator.acknowledge(coordinator.trigger_checkpoint(checkpoint_id=3), "external", {})
-    coordinator.trigger_checkpoint(checkpoint_id=4)  # the engine dies before batch 4 completes
-    replay = coordinator_with(tmp_path, ExternalParticipant())
-    replay.acknowledge(replay.trigger_checkpoint(checkpoint_id=4), "external", {})
-    assert replay.store.latest().checkpoint_id == 4
-    assert replay.trigger_checkpoint() == 5
+    assert restarted.trigger_checkpoint() == 5  # ids skip 4 for good
 
 
 def test_a_commit_asked_to_be_retried_later_is_retried_then_confirmed(tmp_path):
@@ -285,23 +241,22 @@ def test_savepoint_survives_checkpoint_cleanup_and_restores(tmp_path):
 
 
 def test_savepoint_restore_refuses_newer_checkpoints(tmp_path):
-    participant = ExternalParticipant()
+    participant = Recording()
     coordinator = coordinator_with(tmp_path, participant)
     coordinator.trigger_savepoint(tmp_path / "sp")
-    coordinator.acknowledge(1, "external", {})
-    coordinator.acknowledge(coordinator.trigger_checkpoint(), "external", {})
+    coordinator.trigger_checkpoint()
     again = CheckpointCoordinator(FileCheckpointStore(tmp_path / "chk"), clock=ManualClock())
-    again.register(ExternalParticipant())
+    again.register(Recording())
     with pytest.raises(ValueError, match="fresh checkpoint directory"):
         again.restore(savepoint_path=tmp_path / "sp")
 
 
 def test_state_of_unknown_participant_is_refused(tmp_path):
-    participant = ExternalParticipant("a")
+    participant = Recording("a", {"x": 1})
     coordinator = coordinator_with(tmp_path, participant)
-    coordinator.acknowledge(coordinator.trigger_checkpoint(), "a", {"x": 1})
+    coordinator.trigger_checkpoint()
     other = CheckpointCoordinator(FileCheckpointStore(tmp_path / "chk"), clock=ManualClock())
-    other.register(ExternalParticipant("b"))
+    other.register(Recording("b"))
     with pytest.raises(ValueError, match="allow_non_restored_state"):
         other.restore()
 
@@ -309,8 +264,6 @@ def test_state_of_unknown_participant_is_refused(tmp_path):
 @pytest.mark.parametrize("knob, value, fragment", [
     ("checkpoint_interval", -1, "checkpoint_interval must be a number > 0"),
     ("checkpoint_interval", 0, "checkpoint_interval"),
-    ("checkpoint_timeout", 0, "checkpoint_timeout must be a number > 0"),
-    ("max_concurrent_checkpoints", 0, "max_concurrent_checkpoints must be an integer >= 1"),
     ("min_pause_between_checkpoints", -0.1, "min_pause_between_checkpoints must be a number >= 0"),
     ("tolerable_failed_checkpoints", -1, "tolerable_failed_checkpoints must be an integer >= 0"),
     ("retained_checkpoints", 0, "retained_checkpoints must be an integer >= 1"),
