@@ -31,7 +31,7 @@ _EXPORTS = {
     "TwoPhaseCommitSink": "twophase.participants",
     "LocalPipeline": "twophase.pipeline",
     "PipelineResult": "twophase.pipeline",
-    "CheckpointStats": "twophase.checkpoint_history",
+    "CheckpointHistoryEntry": "twophase.checkpoint_history",
     "CheckpointStatus": "twophase.checkpoint_history",
 }
 
@@ -72,4 +72,4 @@ if TYPE_CHECKING:
         TwoPhaseCommitSink,
     )
     from twophase.pipeline import LocalPipeline, PipelineResult
-    from twophase.checkpoint_history import CheckpointStats, CheckpointStatus
+    from twophase.checkpoint_history import CheckpointHistoryEntry, CheckpointStatus

@@ -18,7 +18,9 @@ class CheckpointStatus(str, Enum):
 
 
 @dataclass
-class CheckpointStats:
+class CheckpointHistoryEntry:
+    """One checkpoint in the scheduler's in-memory history (not persisted)."""
+
     checkpoint_id: int
     is_savepoint: bool
     trigger_timestamp_ms: int
@@ -29,10 +31,5 @@ class CheckpointStats:
     state_size_bytes: int | None = None
     failure_cause: str | None = None
 
-    def copy(self) -> "CheckpointStats":
+    def copy(self) -> "CheckpointHistoryEntry":
         return dataclasses.replace(self)
-
-    def as_dict(self) -> dict[str, object]:
-        data = dataclasses.asdict(self)
-        data["status"] = self.status.value
-        return data

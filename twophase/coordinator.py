@@ -31,6 +31,7 @@ from twophase.checkpoint import CompletedCheckpoint, JsonValue
 from twophase.errors import (
     CheckpointAbortedError,
     CheckpointCommitError,
+    CheckpointExistsError,
     CheckpointFailureError,
     CheckpointTriggerError,
     IllegalStateError,
@@ -41,7 +42,7 @@ from twophase.checkpoint_store import FileCheckpointStore, ensure_writable_direc
 from twophase.checkpoint_statistics import CommitTimings
 from twophase.lifecycle import CommitLifecycle
 from twophase.participants import CheckpointParticipant
-from twophase.checkpoint_history import CheckpointStats, CheckpointStatus
+from twophase.checkpoint_history import CheckpointHistoryEntry, CheckpointStatus
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ class CheckpointCoordinator:
         self._allow_non_restored_state = allow_non_restored_state
         self._participants: dict[str, CheckpointParticipant] = {}
         self._pending: dict[int, TriggeredCheckpoint] = {}
-        self._stats: dict[int, CheckpointStats] = {}
+        self._stats: dict[int, CheckpointHistoryEntry] = {}
         self._history: deque[int] = deque(maxlen=100)
         self._lock = threading.RLock()
         self._restored = False
@@ -256,7 +257,7 @@ class CheckpointCoordinator:
                 savepoint_path=savepoint_path,
             )
             self._pending[checkpoint_id] = pending
-            stats = CheckpointStats(
+            stats = CheckpointHistoryEntry(
                 checkpoint_id=checkpoint_id,
                 is_savepoint=savepoint_path is not None,
                 trigger_timestamp_ms=pending.trigger_timestamp_ms,
@@ -311,28 +312,23 @@ class CheckpointCoordinator:
                 savepoints.write_savepoint(pending.savepoint_path, checkpoint)
             except OSError as exc:
                 raise self._abort(pending, f"writing the savepoint failed: {exc!r}") from exc
-        stored = False
-
-        def on_stored(_: CompletedCheckpoint) -> None:
-            nonlocal stored
-            stored = True
-            del self._pending[pending.checkpoint_id]
-            stats.state_size_bytes = len(json.dumps(checkpoint.operator_states))
-            self.latest_completed = checkpoint
-            self._last_completion_time = self._clock()
-            self._consecutive_failures = 0
-
         try:
-            self.last_commit = self._lifecycle().complete(checkpoint, on_stored=on_stored)
+            self.last_commit = self._lifecycle().complete(checkpoint)
+        except failpoints.FailpointCrash:
+            raise
         except OSError as exc:
-            if stored:
-                raise
-            raise self._abort(pending, f"storing the checkpoint failed: {exc!r}") from exc
+            # Stored or not is the store's to say: another writer's checkpoint of this id is not ours.
+            if isinstance(exc, CheckpointExistsError) or checkpoint.checkpoint_id not in self.store.checkpoint_ids():
+                raise self._abort(pending, f"storing the checkpoint failed: {exc!r}") from exc
+            self._stored(pending, checkpoint)
+            raise
         except (CheckpointCommitError, UnrecoverableCommitError) as exc:
+            self._stored(pending, checkpoint)
             stats.status = CheckpointStatus.COMPLETED_NOT_COMMITTED
             stats.failure_cause = repr(exc.__cause__ if isinstance(exc, CheckpointCommitError) else exc)
             stats.end_to_end_duration_ms = checkpoint.completion_timestamp_ms - checkpoint.trigger_timestamp_ms
             raise
+        self._stored(pending, checkpoint)
         if pending.savepoint_path is not None:
             savepoints.mark_savepoint_committed(pending.savepoint_path)
         for participant in self._participants.values():
@@ -346,6 +342,15 @@ class CheckpointCoordinator:
         log.info("checkpoint %d completed%s in %d ms, state %d bytes", checkpoint.checkpoint_id,
                  " (savepoint)" if checkpoint.is_savepoint else "", stats.end_to_end_duration_ms,
                  stats.state_size_bytes)
+
+    def _stored(self, pending: TriggeredCheckpoint, checkpoint: CompletedCheckpoint) -> None:
+        """The scheduler's bookkeeping of a checkpoint the lifecycle stored (the decision), whether
+        or not its commit then went through."""
+        self._pending.pop(pending.checkpoint_id, None)
+        self._stats[pending.checkpoint_id].state_size_bytes = len(json.dumps(checkpoint.operator_states))
+        self.latest_completed = checkpoint
+        self._last_completion_time = self._clock()
+        self._consecutive_failures = 0
 
     # -- aborting --------------------------------------------------------------------------------
 
@@ -390,11 +395,11 @@ class CheckpointCoordinator:
         with self._lock:
             return sorted(self._pending)
 
-    def checkpoint_stats(self) -> list[CheckpointStats]:
+    def checkpoint_stats(self) -> list[CheckpointHistoryEntry]:
         """Statistics of the last 100 checkpoints, oldest first (copies)."""
         with self._lock:
             return [self._stats[i].copy() for i in self._history if i in self._stats]
 
-    def stats_for(self, checkpoint_ids: Iterable[int]) -> list[CheckpointStats]:
+    def stats_for(self, checkpoint_ids: Iterable[int]) -> list[CheckpointHistoryEntry]:
         with self._lock:
             return [self._stats[i].copy() for i in checkpoint_ids if i in self._stats]

@@ -43,7 +43,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from twophase import failpoints
 from twophase.checkpoint import CompletedCheckpoint, JsonValue
@@ -74,20 +74,16 @@ class CommitLifecycle:
 
     # -- complete --------------------------------------------------------------------------------
 
-    def complete(self, checkpoint: CompletedCheckpoint, *, started: float | None = None,
-                 on_stored: Callable[[CompletedCheckpoint], None] | None = None) -> CommitTimings:
+    def complete(self, checkpoint: CompletedCheckpoint, *, started: float | None = None) -> CommitTimings:
         """Steps 1-6 of the module doc for ``checkpoint``; returns their timings. ``started``: the
         monotonic time the engine began this commit (its work until step 1 is ``prepare_ms``).
-        ``on_stored``: called once the checkpoint is stored, before any transaction is committed
-        (the scheduler's bookkeeping)."""
+        Nothing is called back: whether the checkpoint got stored is the store's to say."""
         begun = time.monotonic()
         checkpoint_id = checkpoint.checkpoint_id
         # 1. store: the decision.
         self.store.add(checkpoint, subsume=False)
         stored = time.monotonic()
         failpoints.hit(failpoints.AFTER_CHECKPOINT_STORED, checkpoint_id=checkpoint_id)
-        if on_stored is not None:
-            on_stored(checkpoint)
         # 2. commit: the first transaction alone, then the rest (failpoint mid_commit between).
         requests = self._requests(checkpoint)
         if requests:
