@@ -123,11 +123,17 @@ class SparkSinkDriver:
         if not self.options.config.exactly_once:
             return -1
         guard_sink_state(self.options, context)
+        return self.recover(context, first_of_run=first_of_run)
+
+    def recover(self, context: BatchContext | None = None, *, first_of_run: bool = True) -> int:
+        """Step 3 of ``prepare``: the lifecycle's recovery from the newest stored checkpoint, where
+        :meth:`_recovery_due` says so (always for a run's first batch, ``first_of_run``). Returns
+        the newest stored checkpoint id (-1 if none): a stored checkpoint is decided, so its
+        batch's tasks, replayed, have nothing to write."""
         latest = self.store.latest()
         committed = latest is not None and self.store.is_committed(latest.checkpoint_id)
         if self._recovery_due(context, latest, committed, first_of_run):
             self.lifecycle.recover(latest, committed=committed)
-        # A stored checkpoint is decided: its batch's tasks, replayed, have nothing to write.
         return latest.checkpoint_id if latest is not None else -1
 
     @staticmethod
@@ -149,12 +155,6 @@ class SparkSinkDriver:
             return False
         replay = context is not None and context.checkpoint_id <= latest.checkpoint_id
         return not committed or replay
-
-    def recover(self) -> int:
-        """The lifecycle's recovery from the newest stored checkpoint; returns its id (-1 if none)."""
-        latest = self.store.latest()
-        self.lifecycle.recover(latest, committed=latest is not None and self.store.is_committed(latest.checkpoint_id))
-        return latest.checkpoint_id if latest is not None else -1
 
     # -- commit ----------------------------------------------------------------------------------
 
