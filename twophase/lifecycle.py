@@ -57,7 +57,7 @@ from twophase.checkpoint_statistics import (
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.errors import CheckpointCommitError, UnrecoverableCommitError
 from twophase.participants import CheckpointParticipant, CommittingParticipant, RestoredState
-from twophase.transaction_endings import EndRequest, Ending, Outcome, end_transactions, ended_transactions, settle
+from twophase.transaction_endings import EndRequest, Ending, EndingOutcome, end_transactions, ended_transactions, settle
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ class CommitLifecycle:
         except Exception as exc:
             if recovering:
                 raise
-            failed = next(i for i, e in enumerate(endings) if e.outcome in (Outcome.FAILED, Outcome.RETRY_LATER))
+            failed = next(i for i, e in enumerate(endings) if e.outcome in (EndingOutcome.FAILED, EndingOutcome.RETRY_LATER))
             raise CheckpointCommitError(checkpoint_id, requests[failed].participant.name, exc) from exc
 
     def _sweep(self, checkpoint_id: int | None, requests: list[EndRequest],

@@ -51,7 +51,9 @@ MAX_WAIT_S = 2.0
 _WAIT = wait_exponential(multiplier=FIRST_WAIT_S, max=MAX_WAIT_S) + wait_random(0, FIRST_WAIT_S)
 
 
-class Outcome(str, Enum):
+class EndingOutcome(str, Enum):
+    """What one attempt at ending one transaction gave (the module doc says what each means)."""
+
     ENDED = "ended"
     RETRY_LATER = "retry_later"
     LOST = "lost"
@@ -62,7 +64,7 @@ class Outcome(str, Enum):
 class Ending:
     """What one attempt at ending one transaction gave."""
 
-    outcome: Outcome
+    outcome: EndingOutcome
     #: The transaction's id; None for a committable with nothing to end (nothing was written).
     transaction: str | None = None
     #: The failure (``RETRY_LATER``, ``LOST``, ``FAILED``).
@@ -72,19 +74,19 @@ class Ending:
 
     @classmethod
     def ended(cls, transaction: str | None) -> "Ending":
-        return cls(Outcome.ENDED, transaction)
+        return cls(EndingOutcome.ENDED, transaction)
 
     @classmethod
     def retry_later(cls, transaction: str | None, error: BaseException) -> "Ending":
-        return cls(Outcome.RETRY_LATER, transaction, error)
+        return cls(EndingOutcome.RETRY_LATER, transaction, error)
 
     @classmethod
     def lost_with(cls, transaction: str | None, lost: LostTransaction, error: BaseException) -> "Ending":
-        return cls(Outcome.LOST, transaction, error, lost)
+        return cls(EndingOutcome.LOST, transaction, error, lost)
 
     @classmethod
     def failed(cls, transaction: str | None, error: BaseException) -> "Ending":
-        return cls(Outcome.FAILED, transaction, error)
+        return cls(EndingOutcome.FAILED, transaction, error)
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,7 @@ def end_transactions(requests: Sequence[EndRequest], *, commit: bool, checkpoint
                                             f"endings for {len(group)} transactions")
                 for i, ending in zip(group, answered):
                     endings[i] = ending
-        return [i for i in indices if _ending(endings, i).outcome is Outcome.RETRY_LATER]
+        return [i for i in indices if _ending(endings, i).outcome is EndingOutcome.RETRY_LATER]
 
     def before_sleep(state: RetryCallState) -> None:
         pending = state.outcome.result() if state.outcome else []
@@ -147,13 +149,13 @@ def settle(endings: Sequence[Ending], *, commit: bool, checkpoint_id: int | None
     """Step 3 of the rule: raise for what did not end (one error for every loss, else the first
     failure), after a line for each."""
     action = "commit" if commit else "abort"
-    lost = [e for e in endings if e.outcome is Outcome.LOST]
-    failed = [e for e in endings if e.outcome in (Outcome.FAILED, Outcome.RETRY_LATER)]
+    lost = [e for e in endings if e.outcome is EndingOutcome.LOST]
+    failed = [e for e in endings if e.outcome in (EndingOutcome.FAILED, EndingOutcome.RETRY_LATER)]
     for ending in failed:
         log.error("checkpoint %s: %s of transaction %s did not end: %r", checkpoint_id, action,
                   ending.transaction, ending.error)
     if lost:
-        ended = sum(1 for e in endings if e.outcome is Outcome.ENDED and e.transaction is not None)
+        ended = sum(1 for e in endings if e.outcome is EndingOutcome.ENDED and e.transaction is not None)
         error = TransactionLostError.for_checkpoint(
             checkpoint_id, [e.lost for e in lost if e.lost is not None], committed=ended)
         log.error("checkpoint %s: %s", checkpoint_id, error)
@@ -166,7 +168,7 @@ def settle(endings: Sequence[Ending], *, commit: bool, checkpoint_id: int | None
 
 def ended_transactions(endings: Sequence[Ending]) -> list[str]:
     """The ids of the transactions that ended."""
-    return [e.transaction for e in endings if e.outcome is Outcome.ENDED and e.transaction is not None]
+    return [e.transaction for e in endings if e.outcome is EndingOutcome.ENDED and e.transaction is not None]
 
 
 def _ending(endings: list[Ending | None], index: int) -> Ending:

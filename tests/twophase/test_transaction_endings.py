@@ -14,7 +14,7 @@ from twophase.coordinator import CheckpointConfig, CheckpointCoordinator
 from twophase.errors import FailpointCrash, LostTransaction, TransactionLostError
 from twophase.participants import CommittingParticipant
 from twophase.pipeline import LocalPipeline
-from twophase.transaction_endings import EndRequest, Ending, Outcome, end_transactions, settle
+from twophase.transaction_endings import EndRequest, Ending, EndingOutcome, end_transactions, settle
 
 
 @pytest.fixture(autouse=True)
@@ -65,7 +65,7 @@ def requests(participant, *txns):
 def test_each_transaction_gets_one_outcome_and_the_ended_ones_raise_nothing():
     participant = Scripted({})
     endings = end_transactions(requests(participant, "a", "b"), commit=True, checkpoint_id=1)
-    assert [e.outcome for e in endings] == [Outcome.ENDED, Outcome.ENDED]
+    assert [e.outcome for e in endings] == [EndingOutcome.ENDED, EndingOutcome.ENDED]
     assert participant.calls == [["a", "b"]]  # one attempt for all, together
     settle(endings, commit=True, checkpoint_id=1)
 
@@ -73,14 +73,14 @@ def test_each_transaction_gets_one_outcome_and_the_ended_ones_raise_nothing():
 def test_retry_later_is_retried_alone_until_it_ends():
     participant = Scripted({"b": ["retry", "retry", "ended"]})
     endings = end_transactions(requests(participant, "a", "b", "c"), commit=True, checkpoint_id=1)
-    assert [e.outcome for e in endings] == [Outcome.ENDED] * 3
+    assert [e.outcome for e in endings] == [EndingOutcome.ENDED] * 3
     assert participant.calls == [["a", "b", "c"], ["b"], ["b"]]
 
 
 def test_retry_later_past_the_bound_raises_its_error_after_every_other_ended():
     participant = Scripted({"a": ["retry"]}, retry_timeout_s=0.2)
     endings = end_transactions(requests(participant, "a", "b"), commit=True, checkpoint_id=1)
-    assert [e.outcome for e in endings] == [Outcome.RETRY_LATER, Outcome.ENDED]
+    assert [e.outcome for e in endings] == [EndingOutcome.RETRY_LATER, EndingOutcome.ENDED]
     with pytest.raises(ConnectionError, match="a: broker away"):
         settle(endings, commit=True, checkpoint_id=1)
 
@@ -88,7 +88,7 @@ def test_retry_later_past_the_bound_raises_its_error_after_every_other_ended():
 def test_a_failure_stops_nothing_and_the_first_is_raised():
     participant = Scripted({"a": ["failed"], "c": ["failed"]})
     endings = end_transactions(requests(participant, "a", "b", "c"), commit=False, checkpoint_id=1)
-    assert [e.outcome for e in endings] == [Outcome.FAILED, Outcome.ENDED, Outcome.FAILED]
+    assert [e.outcome for e in endings] == [EndingOutcome.FAILED, EndingOutcome.ENDED, EndingOutcome.FAILED]
     with pytest.raises(PermissionError, match="a: refused"):
         settle(endings, commit=False, checkpoint_id=1)
 
