@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 HEAVY = ("pyarrow", "confluent_kafka", "kafka", "tenacity", "twophase.coordinator", "twophase.state_storage",
-         "connectors.spark.reader", "connectors.spark.datasource_writers")
+         "connectors.spark.datasource_readers", "connectors.spark.datasource_writers")
 
 
 def loaded_after(statement: str) -> set[str]:
@@ -45,7 +45,7 @@ def test_a_stream_reader_loads_the_reader_not_the_sink():
                  "KafkaEosDataSource({'kafka.bootstrap.servers': 'fake-kafka:///tmp/x.db', 'subscribe': 't'})"
                  ".streamReader(None)")
     loaded = loaded_after(statement)
-    assert "connectors.spark.reader" in loaded
+    assert "connectors.spark.datasource_readers" in loaded
     assert "connectors.spark.datasource_writers" not in loaded and "kafka" not in loaded
 
 
@@ -64,7 +64,7 @@ def tools_loaded_after(statement: str) -> set[str]:
 
 @pytest.mark.parametrize("statement", [
     "import connectors.spark",
-    "import connectors.spark.reader, connectors.spark.datasource_writers, connectors.spark.write_task",
+    "import connectors.spark.datasource_readers, connectors.spark.datasource_writers, connectors.spark.write_task",
     "import connectors.spark.foreach_batch, connectors.spark.foreach_batch_write, connectors.spark.sink_driver",
     "import connectors.spark.failures, connectors.monitoring.metrics_listener",
     "import connectors.kafka.sink.kafka_sink, connectors.kafka.source, connectors.kafka.sink.committer",

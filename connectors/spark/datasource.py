@@ -31,13 +31,13 @@ class KafkaEosDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from connectors.spark.options import parse_source_options
-        from connectors.spark.reader import KafkaEosBatchReader
+        from connectors.spark.datasource_readers import KafkaEosBatchReader
 
         return KafkaEosBatchReader(parse_source_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from connectors.spark.options import parse_source_options
-        from connectors.spark.reader import KafkaEosStreamReader
+        from connectors.spark.datasource_readers import KafkaEosStreamReader
 
         return KafkaEosStreamReader(parse_source_options(self.options, streaming=True))
 

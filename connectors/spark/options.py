@@ -37,7 +37,7 @@ from connectors.kafka.source import (
     NO_MATCH_STRATEGIES,
     STREAMING_GROUP_ID_PREFIX,
     KafkaSourceConfig,
-    parse_offsets_json as _parse_offsets_json,
+    parse_offsets_json,
     unique_group_id,
 )
 from connectors.spark.errors import KafkaEosOptionError
@@ -67,9 +67,11 @@ SINK_OPTIONS = (
 STATE_DIR_NAME = "kafka-eos"
 
 
-def parse_offsets_json(value: str, option: str) -> dict[TopicPartition, int]:
+def offsets_option(value: str, option: str) -> dict[TopicPartition, int]:
+    """The offsets JSON of Spark option ``option`` (the source's ``parse_offsets_json``), its
+    error the options' one-line error."""
     try:
-        return _parse_offsets_json(value, option)
+        return parse_offsets_json(value, option)
     except ValueError as exc:
         raise KafkaEosOptionError(str(exc)) from None
 
@@ -240,7 +242,7 @@ def _starting_offsets(options: Mapping[str, str], streaming: bool) -> str | dict
     starting = (_get(options, "startingOffsets") or ("latest" if streaming else "earliest")).strip()
     if starting.lower() in ("earliest", "latest"):
         return starting.lower()
-    return parse_offsets_json(starting, "startingOffsets")
+    return offsets_option(starting, "startingOffsets")
 
 
 def _timestamps_json(options: Mapping[str, str], name: str) -> dict[TopicPartition, int] | None:
@@ -248,7 +250,7 @@ def _timestamps_json(options: Mapping[str, str], name: str) -> dict[TopicPartiti
     if raw is None:
         return None
     try:
-        return _parse_offsets_json(raw, name)
+        return parse_offsets_json(raw, name)
     except ValueError:
         raise KafkaEosOptionError(f'option {name} must be JSON like {{"topicA":{{"0":1700000000000,'
                                   f'"1":1700000000000}}}} (ms since the epoch), got {raw!r}') from None
@@ -307,7 +309,7 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
     else:
         ending_raw = (_get(options, "endingOffsets") or "latest").strip()
         ending = ending_raw.lower() if ending_raw.lower() in ("earliest", "latest") \
-            else parse_offsets_json(ending_raw, "endingOffsets")
+            else offsets_option(ending_raw, "endingOffsets")
         ending_timestamp = _timestamp(options, "endingTimestamp")
         ending_timestamps = _timestamps_json(options, "endingOffsetsByTimestamp")
         _check_timestamp_order(starting_timestamp if starting_timestamp is not None else starting_timestamps,

@@ -9,7 +9,7 @@ pytest.importorskip("pyspark")
 from connectors.kafka.clients import TopicPartition  # noqa: E402
 from connectors.kafka.errors import DataLossError  # noqa: E402
 from connectors.spark.options import parse_source_options  # noqa: E402
-from connectors.spark.reader import KafkaEosBatchReader, OffsetRange, _together, plan_read_tasks  # noqa: E402
+from connectors.spark.datasource_readers import KafkaEosBatchReader, OffsetRange, _together, plan_read_tasks  # noqa: E402
 from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
 from kafka_testkit.topic_records import produce_committed  # noqa: E402
 
@@ -115,7 +115,7 @@ class FakeClock:
 
 
 def stream_reader(fake, clock, **options):
-    from connectors.spark.reader import KafkaEosStreamReader
+    from connectors.spark.datasource_readers import KafkaEosStreamReader
 
     parsed = parse_source_options({"kafka.bootstrap.servers": fake.bootstrap_servers, "subscribe": "in",
                                    "startingoffsets": "earliest",

@@ -13,7 +13,7 @@ from connectors.kafka.clients import TopicPartition  # noqa: E402
 from connectors.spark import options as options_module  # noqa: E402
 from connectors.spark.options import SINK_OPTIONS, SOURCE_OPTIONS, parse_sink_options, parse_source_options  # noqa: E402
 from connectors.spark.errors import KafkaEosOptionError, SinkSchemaError
-from connectors.spark.reader import OffsetRange, plan_read_tasks  # noqa: E402
+from connectors.spark.datasource_readers import OffsetRange, plan_read_tasks  # noqa: E402
 from connectors.spark.schema import check_sink_schema
 
 BOOT = {"kafka.bootstrap.servers": "localhost:9092"}
@@ -357,7 +357,7 @@ def test_ending_timestamp_of_a_streaming_query_is_ignored_as_in_spark(caplog):
 
 
 def test_poll_timeout_becomes_the_readers_stall_timeout():
-    from connectors.spark.reader import KafkaEosBatchReader
+    from connectors.spark.datasource_readers import KafkaEosBatchReader
 
     reader = KafkaEosBatchReader(source(streaming=False, subscribe="in", **{"kafkaConsumer.pollTimeoutMs": "45000"}))
     assert reader.clients.reader_stall_timeout_s == 45.0  # RealKafkaClients: nothing connects yet

@@ -1,4 +1,5 @@
-"""Kafka readers of the ``kafka-eos`` format: streaming (offsets in Spark's offset log) and batch.
+"""Kafka readers of the ``kafka-eos`` format, the ones Spark's Data Source API calls (beside
+``datasource_writers.py``): streaming (offsets in Spark's offset log) and batch.
 
 Spark plans offset ranges on the driver (``latestOffset``/``partitions``) and reads them on
 executors (``read``). Under read_committed a planned range never ends past the last stable
