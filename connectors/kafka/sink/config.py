@@ -49,9 +49,12 @@ class KafkaSinkConfig:
     #: commits: a pre-committed transaction must outlive both.
     checkpoint_timeout_ms: int = DEFAULT_CHECKPOINT_TIMEOUT_MS
     restart_budget_ms: int = DEFAULT_RESTART_BUDGET_MS
-    #: Transactions committed at once when a checkpoint completes.
+    #: Accepted for the jobs that set eos.commitParallelism; without effect: every EndTxn of a
+    #: call, and every retry of them, goes out at once (``twophase/transaction_endings.py``).
     commit_parallelism: int = 8
-    #: Seconds to keep retrying a retriable commit error (bounded also by the transaction timeout).
+    #: The one retry layer's bound (eos.brokerRetryTimeoutMs): seconds to keep retrying the ending
+    #: of a transaction that asked to be retried later; a commit past its transaction's timeout is
+    #: lost instead.
     commit_retry_timeout_s: float = 60.0
     flush_timeout_s: float = 120.0
     client_config: Mapping[str, str] = field(default_factory=dict)
