@@ -215,11 +215,11 @@ class CommitLifecycle:
         returns their ids, or None if the sweep failed (logged: housekeeping, the next sweep
         retries), unless ``failing``, where the failure is raised."""
         try:
-            lingering = [EndRequest(p, cid, c) for p in participants
-                         for cid, c in p.lingering_transactions(
-                             [r.committable for r in requests if r.participant is p], checkpoint_id)]
+            lingering, unlisted = self._lingering(checkpoint_id, requests, participants)
             endings = end_transactions(lingering, commit=False, checkpoint_id=checkpoint_id)
             settle(endings, commit=False, checkpoint_id=checkpoint_id)
+            if unlisted:
+                raise unlisted[0]
         except failpoints.FailpointCrash:
             raise
         except Exception as exc:
@@ -233,6 +233,27 @@ class CommitLifecycle:
             log.info("checkpoint %s: aborted %d lingering transaction(s): %s", checkpoint_id, len(aborted),
                      ", ".join(aborted))
         return aborted
+
+    @staticmethod
+    def _lingering(checkpoint_id: int | None, requests: list[EndRequest],
+                   participants: Sequence[CommittingParticipant[Any]]) -> tuple[list[EndRequest], list[Exception]]:
+        """What lingers, participant by participant, keeping what ``requests`` name; a participant
+        whose listing failed stops none of the others (the rule of the loop that then aborts
+        them): its error is returned, to be raised once the others' are aborted."""
+        lingering: list[EndRequest] = []
+        unlisted: list[Exception] = []
+        for participant in participants:
+            keep = [r.committable for r in requests if r.participant is participant]
+            try:
+                lingering += [EndRequest(participant, cid, c)
+                              for cid, c in participant.lingering_transactions(keep, checkpoint_id)]
+            except failpoints.FailpointCrash:
+                raise
+            except Exception as exc:
+                log.warning("checkpoint %s: listing the lingering transactions of %s failed: %r", checkpoint_id,
+                            participant.name, exc)
+                unlisted.append(exc)
+        return lingering, unlisted
 
     def _record(self, checkpoint_id: int, outcome: CheckpointOutcome, requests: list[EndRequest],
                 endings: list[Ending], timings: CommitTimings | None, lingering: Sequence[str]) -> None:

@@ -173,3 +173,30 @@ def test_a_partial_commit_and_a_crash_at_each_failpoint_stay_exactly_once(tmp_pa
     # The refused commit was checkpoint 1's first; its other transaction was attempted right after.
     attempts = [a for life in refused for a in life]
     assert attempts[0].startswith("out-0-") and attempts[1].startswith("out-1-"), attempts[:2]
+
+
+class Lingering(Scripted):
+    """Has ``open`` transactions lingering; its listing fails with ``listing_error`` if given."""
+
+    def __init__(self, name: str, open_ids: list[str], listing_error: Exception | None = None) -> None:
+        super().__init__({})
+        self.name = name
+        self.open_ids = open_ids
+        self.listing_error = listing_error
+
+    def lingering_transactions(self, keep, checkpoint_id):
+        if self.listing_error is not None:
+            raise self.listing_error
+        return [(-1, t) for t in self.open_ids if t not in keep]
+
+
+def test_a_sweep_whose_listing_fails_for_one_sink_aborts_the_others_then_raises(tmp_path):
+    from twophase.lifecycle import CommitLifecycle
+
+    broken, fine = Lingering("a", [], OSError("listing refused")), Lingering("b", ["b-1", "b-2"])
+    lifecycle = CommitLifecycle(FileCheckpointStore(tmp_path / "chk"), [broken, fine])
+    with pytest.raises(OSError, match="listing refused"):
+        lifecycle.recover(None, committed=False)  # the recovery's sweep raises, after the others
+    assert fine.calls == [["b-1", "b-2"]]
+    assert lifecycle.sweep(None) == []  # the housekeeping sweep logs the failure instead
+    assert fine.calls[-1] == ["b-1", "b-2"]
