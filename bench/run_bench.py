@@ -89,7 +89,7 @@ from spark_kafka_jars import SparkKafkaJars, resolve as resolve_spark_kafka_jars
 from twophase.state_storage import open_state_storage
 
 REPO = Path(__file__).resolve().parent.parent
-SPARK_PIPELINE = REPO / "examples" / "spark_pipeline.py"
+SPARK_PIPELINE = REPO / "connectors" / "tools" / "jobs" / "spark_pipeline.py"
 RAW_COPY = REPO / "bench" / "raw_copy.py"
 QUIX_COPY = REPO / "bench" / "quix_copy.py"
 #: Holds a sitecustomize that prints the sink's commit-time log lines from Spark's Python workers, and traces processes (--trace).

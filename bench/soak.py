@@ -56,6 +56,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 # The soak drives the example job as the integration tests do (their job runner and command).
 sys.path.insert(0, str(REPO / "integration_tests"))
+# The test kit (kafka_testkit/) is in the checkout only: after the installed packages.
+sys.path.append(str(REPO))
 
 from cluster_faults import RunningQuery  # noqa: E402
 from confluent_kafka import Producer  # noqa: E402
@@ -64,8 +66,8 @@ from connectors.kafka.clients.broker_retry import BrokerRetryPolicy  # noqa: E40
 from connectors.kafka.clients.factory import clients_for  # noqa: E402
 from connectors.kafka.clients import KafkaClients, TopicPartition  # noqa: E402
 from connectors.tools.verify import verify  # noqa: E402
-from kafka_testkit.kafka_distribution import from_environment  # noqa: E402
-from kafka_testkit.local_cluster import LocalKafkaCluster  # noqa: E402
+from connectors.tools.brokers.kafka_distribution import from_environment  # noqa: E402
+from connectors.tools.brokers.local_cluster import LocalKafkaCluster  # noqa: E402
 from kafka_testkit.node_bouncer import Bouncer  # noqa: E402
 from proc_sampling import cmdline, machine_cpu, open_fds, process_tree, proc_stats, pss  # noqa: E402
 from run_bench import COMMITTED_LINE, spark_env  # noqa: E402

@@ -16,12 +16,17 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_testkit.maven_artifacts import MavenUnavailableError
-from kafka_testkit.spark_kafka_connector import SparkKafkaConnector, resolve_connector
+# The test kit (kafka_testkit/) is in the checkout only, which the benchmarks run from: after the
+# installed packages, so that the kit itself comes from the install.
+sys.path.append(str(Path(__file__).resolve().parent.parent))
+
+from connectors.tools.brokers.maven_artifacts import MavenUnavailableError  # noqa: E402
+from kafka_testkit.spark_kafka_connector import SparkKafkaConnector, resolve_connector  # noqa: E402
 
 ENV_VAR = "KAFKA_EOS_SPARK_KAFKA_JARS"
 OPTION = "--spark-kafka-jars"

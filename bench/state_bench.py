@@ -43,7 +43,7 @@ from typing import Any
 from connectors.spark.sink_driver import BatchContext, SparkSinkDriver
 from connectors.spark.options import parse_sink_options
 from connectors.spark.state_guard import guard_sink_state
-from kafka_testkit.fake_cluster import FakeKafkaClients
+from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
 from twophase.state_storage import open_state_storage
 
 COMMIT_LINE = re.compile(r"batch (\d+) committed: .* \(prepare (\d+), store (\d+), EndTxn (\d+), mark (\d+), "

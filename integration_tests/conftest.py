@@ -70,10 +70,10 @@ from connectors.kafka.clients import KafkaClients
 from connectors.tools.broker import find_broker
 from connectors.tools.errors import NoBrokerError
 from kafka_testkit.acl_admin import AclAdmin
-from kafka_testkit.fake_cluster import FAKE_SCHEME
+from connectors.kafka.clients.embedded_cluster import FAKE_SCHEME
 
 if TYPE_CHECKING:
-    from kafka_testkit.local_cluster import KafkaCluster
+    from connectors.tools.brokers.local_cluster import KafkaCluster
     from kafka_testkit.spark_cluster import SparkStandaloneCluster
 
 log = logging.getLogger(__name__)
@@ -230,7 +230,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator["KafkaCluster"]:
-    from kafka_testkit.local_cluster import NoClusterError, find_cluster
+    from connectors.tools.brokers.local_cluster import NoClusterError, find_cluster
 
     try:
         cluster = find_cluster(tmp_path_factory.mktemp("kafka-cluster"))
@@ -259,9 +259,9 @@ def kafka39_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
     if external:
         yield external
         return
-    from kafka_testkit.errors import BrokerStartError
-    from kafka_testkit.kafka_distribution import MavenKafka
-    from kafka_testkit.local_broker import LocalKafkaBroker
+    from connectors.tools.brokers.errors import BrokerStartError
+    from connectors.tools.brokers.kafka_distribution import MavenKafka
+    from connectors.tools.brokers.local_broker import LocalKafkaBroker
 
     try:
         broker = LocalKafkaBroker(MavenKafka("3.9"), tmp_path_factory.mktemp("kafka39"))
@@ -358,11 +358,11 @@ def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredC
                              "KAFKA_EOS_SECURED_BOOTSTRAP_SERVERS")
         return
     kafka_home = os.environ.get("KAFKA_HOME", "").strip()
-    from kafka_testkit.kafka_distribution import from_environment
-    from kafka_testkit.local_broker import LocalBrokerError
+    from connectors.tools.brokers.kafka_distribution import from_environment
+    from connectors.tools.brokers.local_broker import LocalBrokerError
     from kafka_testkit.secured_broker import SecuredKafkaBroker
     from connectors.tools.broker import OWN_BROKER_TXN_CLEANUP_MS, TXN_CLEANUP_INTERVAL_KEY
-    from kafka_testkit.errors import BrokerStartError
+    from connectors.tools.brokers.errors import BrokerStartError
 
     try:
         distribution = from_environment(kafka_home)
@@ -426,7 +426,7 @@ def spark_kafka_connector() -> ConnectorJars:
     if value:
         connector = _jars_from_environment(value)
     else:
-        from kafka_testkit.maven_artifacts import MavenUnavailableError
+        from connectors.tools.brokers.maven_artifacts import MavenUnavailableError
         from kafka_testkit.spark_kafka_connector import resolve_connector
 
         try:

@@ -1,4 +1,4 @@
-"""Running the Spark example (examples/spark_pipeline.py) as the integration tests do: a separate
+"""Running the Spark job (connectors/tools/jobs/spark_pipeline.py, the one `kafka-eos replay` runs) as the integration tests do: a separate
 process (driver JVM and Python workers) in a process group of its own, on Spark ``local[2,4]`` or a
 cluster master, with Kafka client settings for a secured broker."""
 
@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
+from connectors.tools import jobs
 from twophase import failpoints
 
-JOB = Path(__file__).resolve().parent.parent / "examples" / "spark_pipeline.py"
+JOB = Path(jobs.__file__).resolve().parent / "spark_pipeline.py"
 KILLED = -signal.SIGKILL
 #: The prefix of the kit's default transactional ids (eos.transactionalIdPrefix unset).
 DEFAULT_PREFIX = "kafka-eos-"

@@ -28,13 +28,14 @@ from pathlib import Path
 
 import pytest
 
+from connectors.tools import jobs
 from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
 from twophase import failpoints
 from twophase.checkpoint_store import FileCheckpointStore
 
 pytestmark = pytest.mark.spark
 
-JOB = Path(__file__).resolve().parent.parent / "examples" / "spark_pipeline.py"
+JOB = Path(jobs.__file__).resolve().parent / "spark_pipeline.py"
 RECORDS = 3000
 KILLED = -signal.SIGKILL
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
-from kafka_testkit.task_failures import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV
+from connectors.tools.jobs.task_failures import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV
 from kafka_io import (
     assert_exactly_once,
     copied_id,

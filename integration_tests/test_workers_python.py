@@ -39,7 +39,7 @@ RECORDS = 2000
 #: versions of this environment.
 EXECUTOR_DEPENDENCIES = ("pyarrow", "confluent-kafka", "kafka-python", "tenacity")
 #: Not needed by Spark's workers: left out of the packed venv.
-TRIMMED = ("pyarrow/tests", "pyarrow/include", "kafka_testkit")
+TRIMMED = ("pyarrow/tests", "pyarrow/include")
 
 
 def _venv_pack() -> str:
@@ -58,7 +58,7 @@ def packed_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # A copy of the sources, so that the build leaves nothing in the checkout.
     source = work / "source"
     source.mkdir()
-    for name in ("twophase", "connectors", "kafka_testkit"):
+    for name in ("twophase", "connectors"):
         shutil.copytree(REPO_ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO_ROOT / name, source / name)

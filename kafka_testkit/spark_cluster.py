@@ -34,7 +34,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Mapping
 
-from kafka_testkit.local_broker import free_port
+from connectors.tools.brokers.local_broker import free_port
 
 log = logging.getLogger(__name__)
 

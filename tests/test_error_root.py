@@ -16,7 +16,7 @@ from twophase.errors import KafkaEosError, UnrecoverableCommitError
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("twophase", "connectors")
 ERROR_MODULES = {"twophase/errors.py", "connectors/kafka/errors.py", "connectors/spark/errors.py",
-                 "connectors/monitoring/errors.py", "connectors/tools/errors.py"}
+                 "connectors/monitoring/errors.py", "connectors/tools/errors.py", "connectors/tools/brokers/errors.py"}
 # Test fault injection, not an error of the kit (it leaves the product path with the executor's
 # write task).
 NOT_THE_KITS = {"InjectedTaskFailure"}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from quickstart_runs import REPO, SCRIPTS, readme_block, run_quickstart
 
-from kafka_testkit.fake_cluster import FAKE_SCHEME
+from connectors.kafka.clients.embedded_cluster import FAKE_SCHEME
 
 pytestmark = pytest.mark.spark
 

@@ -10,7 +10,7 @@ escapes (``\\=``, ``\\:``, ``\\uXXXX``). ``--client-config`` entries override th
 The settings may use Java's names (``sasl.jaas.config``, ``ssl.truststore.location``) or
 librdkafka's (``sasl.username``, ``ssl.ca.location``): they go as they are to
 :func:`connectors.kafka.clients.factory.clients_for`, and to the job that ``replay`` runs (the
-Spark example's ``--kafka-option``), whose clients understand both.
+Spark job's ``--kafka-options-file``), whose clients understand both.
 
 Values of settings whose name says they are secret (:data:`SECRET_MARKERS`) never appear in
 reports, logs or on the console: :func:`masked` and :func:`masked_argv` replace them.
@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 #: A setting whose name contains one of these (case-insensitive) has a secret value.
 SECRET_MARKERS = ("password", "secret", "jaas", "key.pem", "keystore.key")
 MASK = "****"
-#: What replay passes each setting to the Spark example with.
+#: How a job takes one setting on its command line (the Spark job's; replay passes them in a
+#: file instead, ``--kafka-options-file``, so that secrets stay out of ``ps``).
 KAFKA_OPTION_FLAG = "--kafka-option"
 #: Given by --bootstrap: a file's bootstrap.servers is left out, as Kafka's tools let
 #: --bootstrap-server win.

@@ -14,7 +14,7 @@ Events (``time`` fields are wall-clock milliseconds)::
     {"event": "held", "pid": 4242, "time_ms": ...}
 
 ``held`` says the job has processed its input and now waits for its hold file
-(``examples/job_hold.py``); any job may append it, the Spark example too.
+(``connectors/tools/jobs/job_hold.py``); any job may append it, the Spark job too.
 
 :func:`read_metrics` also reads the Spark example's ``--metrics-file`` (one StreamingQueryProgress
 per line: ``batchId``, ``numInputRows``, ``durationMs``, ``timestamp``).

@@ -41,8 +41,8 @@ with the clock:
   checkpoint count, and a miss is reported as inconclusive;
 - ``kill9`` and ``broker_restart`` are timed, at a seeded fraction of the baseline's duration after
   its first committed checkpoint, counted from the faulted run's own first committed checkpoint
-  (start-up varies too much between runs to time faults from process start). The kit's examples
-  then take a hold file (``{hold_file}``, see ``examples/job_hold.py``): once their input
+  (start-up varies too much between runs to time faults from process start). The kit's jobs
+  then take a hold file (``{hold_file}``, see ``connectors/tools/jobs/job_hold.py``): once their input
   is processed they wait for it, and the replay creates it only after the fault was delivered,
   so a fast run cannot finish before the fault. The report notes a kill that came after the last
   commit;
@@ -72,10 +72,10 @@ from connectors.tools.broker import (
     Broker,
     retry_transient,
 )
-from connectors.tools.client_settings import KAFKA_OPTION_FLAG, masked
+from connectors.tools.client_settings import masked
 from connectors.tools.errors import UsageError
 from connectors.tools.job_metrics import CheckpointEvent, JobMetrics, read_metrics
-from connectors.tools.replay_jobs import JobRun, JobTemplate, RunResult
+from connectors.tools.replay_jobs import JobRun, JobTemplate, PrivateSettingsFile, RunResult
 from connectors.tools.loader import ensure_topic
 from connectors.tools.verify import ProgressCallback, VerifyReport, committed_record_count, verify
 from twophase import failpoints
@@ -228,7 +228,7 @@ class Replay:
         self._events = events
         if options.client_config and options.template.engine == "inprocess":
             raise UsageError("--command-config and --client-config are not for --engine inprocess: "
-                             "examples/copy_pipeline.py takes no client settings; use --engine spark (the "
+                             "the in-process copy_pipeline takes no client settings; use --engine spark (the "
                              "default), or --job-command with a job that takes its own settings")
         self.clients: KafkaClients = clients_for(options.bootstrap, options.client_config)
         #: Seconds a fault-free run took and the checkpoints it made (from the baseline), to
@@ -238,6 +238,8 @@ class Replay:
         #: Records a read_committed reader finds in the input (counted in :meth:`run`), from
         #: which the kit's engines' failpoint hits are planned.
         self._input_records: int | None = None
+        #: The job's client settings while :meth:`run` runs (--kafka-options-file).
+        self._settings_file: PrivateSettingsFile | None = None
 
     def _event(self, message: str) -> None:
         log.info("%s", message)
@@ -257,7 +259,14 @@ class Replay:
             self._event("the client settings reach this tool's clients, not the job: the job command must "
                         "carry its own (e.g. its --kafka-option flags, or a properties file it reads)")
         order = sorted(opts.scenarios, key=lambda n: n != "baseline")  # baseline first: it times the job
-        results = [self._scenario(name, partitions) for name in order]
+        if opts.client_config and opts.template.takes_kafka_options:
+            self._settings_file = PrivateSettingsFile(opts.client_config)
+        try:
+            results = [self._scenario(name, partitions) for name in order]
+        finally:
+            if self._settings_file is not None:
+                self._settings_file.remove()
+                self._settings_file = None
         return ReplayResult(opts.bootstrap, opts.broker.origin if opts.broker else None, opts.input_topic,
                             opts.template.engine, opts.template.text, opts.seed, results,
                             simulated=bool(opts.broker and opts.broker.simulated),
@@ -433,10 +442,10 @@ class Replay:
             hold_file.touch()
         values = {**values, "hold_file": str(hold_file)}
         args = list(extra or [])
-        if self.options.template.takes_kafka_options:
-            # Each setting as the job's option kafka.KEY of its source and sink.
-            for key, value in self.options.client_config.items():
-                args += [KAFKA_OPTION_FLAG, f"{key}={value}"]
+        if self._settings_file is not None:
+            # Each setting as the job's option kafka.KEY of its source and sink; in a private
+            # file, not on the command line that every local user sees.
+            args += ["--kafka-options-file", str(self._settings_file.path)]
         run_env = dict(env)
         if failpoint is not None:
             if self.options.template.takes_kit_flags:

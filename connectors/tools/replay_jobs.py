@@ -2,22 +2,25 @@
 
 A template is a shell-like command line with placeholders::
 
-    {python} {examples}/copy_pipeline.py --bootstrap {bootstrap} --input {input}
+    {python} {jobs}/copy_pipeline.py --bootstrap {bootstrap} --input {input}
         --output {output} --checkpoint-dir {checkpoint_dir} --bounded --metrics-file {metrics_file}
 
-``{python}`` is this interpreter, ``{examples}`` the kit's ``examples/`` folder; the others are
-filled per scenario. A job must stop by itself once it has processed its input (``--bounded``),
+``{python}`` is this interpreter, ``{jobs}`` the folder of the kit's jobs, which ship in the
+package (``connectors/tools/jobs/``; ``{examples}``, its former name, is the same folder); the
+others are filled per scenario. A job must stop by itself once it has processed its input (``--bounded``),
 resume from ``{checkpoint_dir}`` when restarted, exit 0 when done and non-zero on failure.
 Failpoints reach the kit's examples as ``--failpoint NAME:ACTION@HIT`` and a custom job through
 ``KAFKA_EOS_FAILPOINTS`` (every job built on ``twophase`` reads it); executor task failures
 through ``KAFKA_EOS_TASK_FAILURE_RATE`` / ``KAFKA_EOS_TASK_FAILURE_SEED``. The kit's examples also
 take ``--transaction-timeout-ms``, ``--checkpoint-timeout-ms`` and ``--restart-budget-ms``.
-The Spark example also gets the client settings of ``--command-config`` / ``--client-config``, as
-``--kafka-option KEY=VALUE`` each; a run's recorded and logged command line masks the secret ones
-(:func:`connectors.tools.client_settings.masked_argv`).
+The Spark job also gets the client settings of ``--command-config`` / ``--client-config``, in
+the file of ``--kafka-options-file`` (:class:`PrivateSettingsFile`: 0600, in a 0700 folder,
+removed after the replay), never on its command line, which any local user sees in ``ps``; a
+run's recorded and logged command line masks any secret ``KEY=VALUE`` a custom job command
+carries (:func:`connectors.tools.client_settings.masked_argv`).
 ``{metrics_file}`` is optional: without it there are no latency plots for the job.
 ``{hold_file}`` is optional too: a job that takes it waits, once its input is processed, until
-that file exists before it exits (as the kit's examples do, ``examples/job_hold.py``), which is
+that file exists before it exits (as the kit's jobs do, ``connectors/tools/jobs/job_hold.py``), which is
 what lets the replay land its timed faults (kill -9, broker restart) on a running job by
 construction. A job without it may finish before such a fault, which the replay then reports as
 inconclusive.
@@ -34,6 +37,7 @@ job's output and those lines never overwrite each other.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -42,6 +46,7 @@ import signal
 import string
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,9 +58,10 @@ from twophase import failpoints
 
 log = logging.getLogger(__name__)
 
-EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+#: The kit's jobs, in the installed package (connectors/tools/jobs/).
+JOBS_DIR = Path(__file__).resolve().parent / "jobs"
 
-PLACEHOLDERS = ("python", "examples", "bootstrap", "input", "output", "checkpoint_dir", "metrics_file",
+PLACEHOLDERS = ("python", "jobs", "examples", "bootstrap", "input", "output", "checkpoint_dir", "metrics_file",
                 "hold_file", "checkpoint_interval", "batch_records")
 _REQUIRED = ("bootstrap", "input", "output", "checkpoint_dir")
 
@@ -75,7 +81,7 @@ ENGINES: dict[str, Engine] = {
     # INFO: each run's log then shows every checkpoint and recovery step.
     "inprocess": Engine(
         "copy_pipeline.py",
-        "{python} {examples}/copy_pipeline.py --bootstrap {bootstrap} --input {input} --output {output} "
+        "{python} {jobs}/copy_pipeline.py --bootstrap {bootstrap} --input {input} --output {output} "
         "--checkpoint-dir {checkpoint_dir} --bounded --metrics-file {metrics_file} --hold-until {hold_file} "
         "--checkpoint-interval {checkpoint_interval} --max-poll-records {batch_records} "
         "--checkpoint-every-records {batch_records} --log-level INFO",
@@ -84,7 +90,7 @@ ENGINES: dict[str, Engine] = {
     # loaded input their number is a function of the input size too.
     "spark": Engine(
         "spark_pipeline.py",
-        "{python} {examples}/spark_pipeline.py --bootstrap {bootstrap} --input {input} --output {output} "
+        "{python} {jobs}/spark_pipeline.py --bootstrap {bootstrap} --input {input} --output {output} "
         "--checkpoint-dir {checkpoint_dir} --bounded --max-offsets-per-trigger {batch_records} "
         "--metrics-file {metrics_file} --hold-until {hold_file}",
         2000),
@@ -106,19 +112,17 @@ class JobTemplate:
 
     text: str
     engine: str
-    #: True when the job takes the kit's example flags (--transaction-timeout-ms and friends).
+    #: True when the job takes the kit's job flags (--transaction-timeout-ms and friends).
     takes_kit_flags: bool
 
     @classmethod
     def for_engine(cls, engine: str) -> "JobTemplate":
         if engine not in ENGINES:
             raise JobTemplateError(f"unknown engine {engine!r}; one of {', '.join(ENGINES)}")
-        script = EXAMPLES_DIR / ENGINES[engine].script
+        script = JOBS_DIR / ENGINES[engine].script
         if not script.is_file():
-            hint = (" The Spark example is not in this checkout yet; use --engine inprocess, or "
-                    "--job-command with your own Spark job." if engine == "spark" else
-                    " Install the kit from a checkout (pip install -e .) so its examples are there.")
-            raise JobTemplateError(f"the {engine} engine runs {script}, which does not exist.{hint}")
+            raise JobTemplateError(f"the {engine} engine runs {script}, which does not exist: the kit's install "
+                                   "is incomplete; reinstall it (pip install --force-reinstall pyspark-kafka-eos)")
         return cls(ENGINES[engine].template, engine, takes_kit_flags=True)
 
     @property
@@ -145,8 +149,8 @@ class JobTemplate:
 
     @property
     def takes_kafka_options(self) -> bool:
-        """True when the job takes client settings as ``--kafka-option KEY=VALUE`` (the Spark
-        example, which makes each its source's and sink's option ``kafka.KEY``)."""
+        """True when the job takes client settings in a file, ``--kafka-options-file FILE`` (the
+        Spark job, which makes each its source's and sink's option ``kafka.KEY``)."""
         return self.engine == "spark"
 
     @property
@@ -160,13 +164,39 @@ class JobTemplate:
 
     def render(self, values: Mapping[str, str], extra_args: list[str] | None = None) -> list[str]:
         """The argv of one run: every placeholder filled (each as one argument), plus extras."""
-        fill = {"python": sys.executable, "examples": str(EXAMPLES_DIR), **values}
+        fill = {"python": sys.executable, "jobs": str(JOBS_DIR), "examples": str(JOBS_DIR), **values}
         missing = [name for name in PLACEHOLDERS if name not in fill and "{" + name + "}" in self.text]
         if missing:
             raise JobTemplateError(f"no value for placeholders {missing}")
         # Split first, then fill each word: a value with spaces stays one argument.
         argv = [word.format(**fill) for word in shlex.split(self.text)]
         return argv + list(extra_args or [])
+
+
+class PrivateSettingsFile:
+    """The job's client settings (maybe secrets: passwords, JAAS lines) in a JSON file only this
+    user can read: 0600, in a folder of its own made 0700 by :func:`tempfile.mkdtemp`; both
+    removed by :meth:`remove` (a context manager)."""
+
+    def __init__(self, settings: Mapping[str, str]) -> None:
+        self._folder = Path(tempfile.mkdtemp(prefix="kafka-eos-settings-"))
+        self.path = self._folder / "client-settings.json"
+        descriptor = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            json.dump(dict(settings), file)
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+        try:
+            self._folder.rmdir()
+        except OSError:  # gone already, or not empty: leave what is not ours
+            pass
+
+    def __enter__(self) -> "PrivateSettingsFile":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
 
 
 @dataclass

@@ -3,9 +3,9 @@
 A list of ``host:port`` gets the real clients (``confluent_clients.RealKafkaClients``). An address
 ``<scheme>://<rest>`` whose scheme is registered under the entry-point group
 ``pyspark_kafka_eos.kafka_clients`` gets that implementation, built from ``<rest>``: the kit's
-embedded test cluster registers ``fake-kafka`` from the test kit. The registry keeps the
-product packages free of test doubles while Spark's Python workers, which only see option strings,
-still find the cluster a test chose.
+embedded cluster (``embedded_cluster.py``) registers ``fake-kafka``. The registry keeps the
+seam free of any implementation, while Spark's Python workers, which only see option strings,
+still find the cluster a job or a test chose.
 """
 
 from __future__ import annotations

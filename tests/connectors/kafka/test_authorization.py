@@ -26,7 +26,7 @@ from connectors.kafka.clients._confluent.librdkafka import map_kafka_error
 from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
 from connectors.kafka.clients._kafka_python.transaction_control import _map_error_code
 from connectors.spark.failures import kit_error_lines
-from kafka_testkit.fake_cluster import FakeKafkaClients
+from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
 
 SCRAM = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "app",
          "sasl.password": "secret"}

@@ -17,7 +17,7 @@ from connectors.kafka.errors import (
 from connectors.kafka.sink.guardrails import check_sink
 from connectors.kafka.source import KafkaSource, KafkaSourceConfig
 from kafka_testkit.topic_records import produce_committed, read_all
-from kafka_testkit.fake_cluster import FakeKafkaClients
+from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
 
 # Waits between attempts of zero: the tests count attempts, never time.
 FAST = BrokerRetryPolicy(timeout_ms=60_000, retry_interval_ms=0)

@@ -6,12 +6,12 @@ import sys
 from pathlib import Path
 
 from connectors.kafka.clients.factory import clients_for, registered_scheme
-from kafka_testkit.fake_cluster import FakeKafkaClients
+from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
 
 
 def test_the_seam_imports_no_client_implementation():
     code = ("import sys, connectors.kafka.clients; "
-            "print(sorted(m for m in sys.modules if m.startswith(('confluent_kafka', 'kafka', 'kafka_testkit'))))")
+            "print(sorted(m for m in sys.modules if m.startswith(('confluent_kafka', 'kafka', 'connectors.kafka.clients.embedded_cluster'))))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert result.stdout.strip() == "[]"
 

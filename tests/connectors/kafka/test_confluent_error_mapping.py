@@ -6,7 +6,7 @@ from confluent_kafka import KafkaError
 
 from connectors.kafka.clients._confluent.librdkafka import map_kafka_error
 from connectors.kafka.clients._kafka_python.transaction_control import _map_error_code
-from kafka_testkit.fake_cluster import _injected_error
+from connectors.kafka.clients.embedded_cluster import _injected_error
 from connectors.kafka.errors import (
     BrokerUnavailableError,
     InvalidProducerEpochError,

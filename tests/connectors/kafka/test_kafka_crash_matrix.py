@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from kafka_testkit.fake_cluster import FakeKafkaClients
+from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
+from connectors.tools import jobs
 from kafka_testkit.topic_records import produce_aborted, produce_committed, read_all
 from twophase import failpoints
 
-JOB = Path(__file__).resolve().parents[3] / "examples" / "copy_pipeline.py"
+JOB = Path(jobs.__file__).resolve().parent / "copy_pipeline.py"
 RECORDS = 600
 
 

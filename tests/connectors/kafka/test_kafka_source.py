@@ -3,7 +3,7 @@ import logging
 import pytest
 
 from connectors.kafka.clients import TopicPartition
-from kafka_testkit.fake_cluster import FakeKafkaClients
+from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
 from connectors.kafka.source import KafkaSource, KafkaSourceConfig, parse_offsets_json, plan_ranges
 from connectors.kafka.errors import DataLossError
 from kafka_testkit.topic_records import produce_aborted, produce_committed

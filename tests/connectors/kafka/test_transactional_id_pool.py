@@ -22,7 +22,7 @@ from connectors.spark.sink_driver import SINK_PARTICIPANT, BatchContext, SparkSi
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.datasource_writers import KafkaCommitMessage  # noqa: E402
 from kafka_testkit.topic_records import produce_committed, read_all  # noqa: E402
-from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
+from connectors.kafka.clients.embedded_cluster import FakeKafkaClients  # noqa: E402
 from twophase import failpoints  # noqa: E402
 from twophase.checkpoint import CompletedCheckpoint  # noqa: E402
 from twophase.checkpoint_store import FileCheckpointStore  # noqa: E402

@@ -7,7 +7,7 @@ import pytest
 
 from connectors.kafka.clients import TopicPartition
 from connectors.kafka.reader_pool import ReaderPool
-from kafka_testkit.fake_cluster import FakeKafkaClients
+from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
 from kafka_testkit.topic_records import produce_committed
 
 

@@ -22,7 +22,7 @@ from connectors.monitoring import status as status_module  # noqa: E402
 from connectors.monitoring.status import attention_reasons, read_status  # noqa: E402
 from kafka_testkit.topic_records import produce_committed  # noqa: E402
 from kafka_testkit.crashing_storage import CrashingStorage, SimulatedCrash, WriteLog  # noqa: E402
-from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
+from connectors.kafka.clients.embedded_cluster import FakeKafkaClients  # noqa: E402
 from twophase import failpoints  # noqa: E402
 from twophase.checkpoint_statistics import CheckpointOutcome  # noqa: E402
 from twophase.checkpoint_store import FileCheckpointStore  # noqa: E402

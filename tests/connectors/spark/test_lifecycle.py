@@ -25,7 +25,7 @@ from connectors.spark.sink_driver import SINK_PARTICIPANT, BatchContext, SparkSi
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.write_task import write_task  # noqa: E402
 from kafka_testkit.topic_records import read_all  # noqa: E402
-from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
+from connectors.kafka.clients.embedded_cluster import FakeKafkaClients  # noqa: E402
 from kafka_testkit.memory_system import ListSource, StepClock  # noqa: E402
 from twophase import failpoints  # noqa: E402
 from twophase.checkpoint_store import FileCheckpointStore  # noqa: E402

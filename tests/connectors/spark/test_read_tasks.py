@@ -10,7 +10,7 @@ from connectors.kafka.clients import TopicPartition  # noqa: E402
 from connectors.kafka.errors import DataLossError  # noqa: E402
 from connectors.spark.options import parse_source_options  # noqa: E402
 from connectors.spark.datasource_readers import KafkaEosBatchReader, OffsetRange, _together, plan_read_tasks  # noqa: E402
-from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
+from connectors.kafka.clients.embedded_cluster import FakeKafkaClients  # noqa: E402
 from kafka_testkit.topic_records import produce_committed  # noqa: E402
 
 

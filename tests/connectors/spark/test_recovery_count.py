@@ -17,7 +17,7 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
-from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
+from connectors.kafka.clients.embedded_cluster import FakeKafkaClients  # noqa: E402
 from kafka_testkit.topic_records import produce_committed, read_all  # noqa: E402
 from twophase import failpoints  # noqa: E402
 

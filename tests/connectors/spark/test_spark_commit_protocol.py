@@ -12,7 +12,7 @@ from connectors.spark.sink_driver import BatchContext, SparkSinkDriver  # noqa: 
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.datasource_writers import KafkaCommitMessage  # noqa: E402
 from kafka_testkit.topic_records import read_all  # noqa: E402
-from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
+from connectors.kafka.clients.embedded_cluster import FakeKafkaClients  # noqa: E402
 from twophase import failpoints  # noqa: E402
 
 

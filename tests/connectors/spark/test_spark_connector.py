@@ -1,6 +1,6 @@
 """The kafka-eos format on Spark local[2,4] over the fake cluster (shared across Spark's Python
 worker processes through its state file). Every write task of this module's copies fails its
-first attempt with a seeded probability (kafka_testkit.task_failures, after the sink has written
+first attempt with a seeded probability (connectors.tools.jobs.task_failures, after the sink has written
 the task's rows), so each test also shows that retried tasks are fenced."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
-from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
-from kafka_testkit.task_failures import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV, with_task_failures  # noqa: E402
+from connectors.kafka.clients.embedded_cluster import FakeKafkaClients  # noqa: E402
+from connectors.tools.jobs.task_failures import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV, with_task_failures  # noqa: E402
 from kafka_testkit.topic_records import produce_aborted, produce_committed, read_all  # noqa: E402
 
 pytestmark = pytest.mark.spark

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from connectors.kafka.clients import TopicPartition  # noqa: E402
-from kafka_testkit.fake_cluster import FakeKafkaClients  # noqa: E402
+from connectors.kafka.clients.embedded_cluster import FakeKafkaClients  # noqa: E402
 
 pytestmark = pytest.mark.spark
 

@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 
 from connectors.kafka.errors import KafkaConnectorError
-from kafka_testkit.fake_cluster import FakeKafkaClients
+from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
 from connectors.tools import broker as broker_module
 from connectors.tools import cli, replay_jobs
 from connectors.tools.broker import SIMULATED_NOTICE
@@ -216,7 +216,7 @@ def test_replay_exits_1_when_a_scenario_is_not_exactly_once(capsys, tmp_path):
     """The example without transactions, checkpointing every 50 records: the crash after a
     pre-commit always comes after records were flushed, so they are always duplicated."""
     bootstrap = f"fake-kafka://{tmp_path / 'kafka.db'}"
-    command = ("{python} {examples}/copy_pipeline.py --bootstrap {bootstrap} --input {input} --output {output} "
+    command = ("{python} {jobs}/copy_pipeline.py --bootstrap {bootstrap} --input {input} --output {output} "
                "--checkpoint-dir {checkpoint_dir} --bounded --delivery-guarantee at_least_once "
                "--max-poll-records 50 --checkpoint-every-records 50 --checkpoint-interval 3600 "
                "--metrics-file {metrics_file}")
@@ -240,8 +240,8 @@ def test_replay_of_a_missing_input_topic_says_how_to_load_one(fake, capsys, tmp_
     assert "input topic 'missing' does not exist" in err and "--load N" in err
 
 
-def test_an_engine_whose_example_is_missing_is_a_clear_error(fake, capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(replay_jobs, "EXAMPLES_DIR", tmp_path / "no-examples")
+def test_an_engine_whose_job_is_missing_is_a_clear_error(fake, capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(replay_jobs, "JOBS_DIR", tmp_path / "no-jobs")
     code, _, err = run(capsys, "replay", "--bootstrap", fake.bootstrap_servers, "--input", "in",
                        "--engine", "spark", "--reports-dir", str(tmp_path))
     assert code == 2
@@ -499,33 +499,38 @@ def test_the_settings_reach_clients_for(fake, capsys, properties, seen_configs, 
 
 
 FAKE_SPARK_JOB = '''\
-"""Stands in for the Spark example: records its --kafka-option settings, then runs the in-process copy."""
-import json, os, sys
-argv, options, args = sys.argv[1:], [], []
+"""Stands in for the Spark job: records its --kafka-options-file settings and the file's and its
+folder's permissions, then runs the in-process copy."""
+import json, os, stat, sys
+argv, seen, args = sys.argv[1:], {}, []
 while argv:
     word = argv.pop(0)
-    if word == "--kafka-option":
-        options.append(argv.pop(0))
+    if word == "--kafka-options-file":
+        path = argv.pop(0)
+        with open(path) as settings:
+            seen = {"path": path, "settings": json.load(settings),
+                    "mode": stat.S_IMODE(os.stat(path).st_mode),
+                    "folder_mode": stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode)}
     elif word == "--max-offsets-per-trigger":
         args += ["--max-poll-records", argv.pop(0)]
     else:
         args.append(word)
 with open(os.environ["FAKE_SPARK_OPTIONS"], "a") as out:
-    out.write(json.dumps(options) + "\\n")
-copy = os.path.join(os.environ["REAL_EXAMPLES"], "copy_pipeline.py")
+    out.write(json.dumps(seen) + "\\n")
+copy = os.path.join(os.environ["REAL_JOBS"], "copy_pipeline.py")
 os.execv(sys.executable, [sys.executable, copy, *args, "--checkpoint-every-records", "100"])
 '''
 
 
 @pytest.fixture
 def fake_spark_example(tmp_path, monkeypatch):
-    examples = tmp_path / "examples"
-    examples.mkdir()
-    (examples / "spark_pipeline.py").write_text(FAKE_SPARK_JOB)
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "spark_pipeline.py").write_text(FAKE_SPARK_JOB)
     options = tmp_path / "spark-options.jsonl"
     monkeypatch.setenv("FAKE_SPARK_OPTIONS", str(options))
-    monkeypatch.setenv("REAL_EXAMPLES", str(replay_jobs.EXAMPLES_DIR))
-    monkeypatch.setattr(replay_jobs, "EXAMPLES_DIR", examples)
+    monkeypatch.setenv("REAL_JOBS", str(replay_jobs.JOBS_DIR))
+    monkeypatch.setattr(replay_jobs, "JOBS_DIR", jobs)
     return options
 
 
@@ -541,15 +546,18 @@ def test_replay_and_demo_give_the_settings_to_their_clients_and_the_job_without_
     expected = {**read_properties(properties), "client.id": "prover"}
     assert code == 0, out + err
     assert seen_configs and all(c == expected for c in seen_configs)
-    # Every run of the job got every setting, as the Spark example takes them.
+    # Every run of the job got every setting, in a file only this user can read, removed after.
     runs = [json.loads(line) for line in fake_spark_example.read_text().splitlines()]
     assert len(runs) == 3  # the baseline, the crashed run and its restart
-    assert all(options == [f"{k}={v}" for k, v in expected.items()] for options in runs)
+    assert all(seen["settings"] == expected for seen in runs)
+    assert all(seen["mode"] == 0o600 and seen["folder_mode"] == 0o700 for seen in runs)
+    assert not any(os.path.exists(seen["path"]) or os.path.exists(os.path.dirname(seen["path"])) for seen in runs)
     # The reports, the console and the runs' logs show the settings with their secrets masked.
     folder, data = the_report(tmp_path / "reports")
     assert data["client_config"] == masked(expected)
     recorded = [" ".join(r["argv"]) for s in data["scenarios"] for r in s["runs"]]
-    assert all("--kafka-option sasl.jaas.config=****" in a and "security.protocol=SASL_SSL" in a for a in recorded)
+    # No setting on the job's command line (which ps shows every local user): only the file's name.
+    assert all("--kafka-options-file " in a and "sasl" not in a and "SASL_SSL" not in a for a in recorded)
     markdown = (folder / "report.md").read_text()
     assert "`sasl.jaas.config=****`" in markdown and "`security.protocol=SASL_SSL`" in markdown
     logs = "".join(p.read_text() for p in (tmp_path / "reports" / "work").rglob("run-*.log"))
@@ -583,3 +591,4 @@ def test_the_replay_itself_refuses_settings_for_the_in_process_engine(fake, tmp_
                                           client_config={"security.protocol": "SSL"})
     with pytest.raises(cli.UsageError, match="not for --engine inprocess"):
         replay_module.Replay(options)
+

@@ -23,7 +23,7 @@ from connectors.tools.loader import load_input
 from connectors.tools.replay import INCONCLUSIVE, PASSED, Replay, ReplayOptions, ReplayResult, ScenarioResult
 from connectors.tools.report import markdown, overall, plot, table_rows, title
 from connectors.tools.verify import verify
-from kafka_testkit.fake_cluster import FakeKafkaClients
+from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
 from twophase import failpoints
 
 
@@ -144,7 +144,7 @@ def test_an_exit_code_alone_does_not_confirm_a_failpoint(tmp_path):
 # A custom job that checkpoints only every 50 records, over 20 records: the replay plans a custom
 # job's crash at hit 3 or later, which this input never reaches.
 SPARSE_JOB = (
-    "{python} {examples}/copy_pipeline.py --bootstrap {bootstrap} --input {input} --output {output} "
+    "{python} {jobs}/copy_pipeline.py --bootstrap {bootstrap} --input {input} --output {output} "
     "--checkpoint-dir {checkpoint_dir} --bounded --max-poll-records 50 --checkpoint-every-records 50 "
     "--checkpoint-interval 3600 --metrics-file {metrics_file}")
 

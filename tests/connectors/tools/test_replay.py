@@ -118,7 +118,7 @@ def test_reports_are_written(matrix):
 # once on its timer, at the start), so the baseline's checkpoint count, from which the replay plans
 # a custom job's hits, is the same on every machine, and every planned pre-commit flushes records.
 AT_LEAST_ONCE_JOB = (
-    "{python} {examples}/copy_pipeline.py --bootstrap {bootstrap} --input {input} --output {output} "
+    "{python} {jobs}/copy_pipeline.py --bootstrap {bootstrap} --input {input} --output {output} "
     "--checkpoint-dir {checkpoint_dir} --bounded --delivery-guarantee at_least_once "
     "--max-poll-records 50 --checkpoint-every-records 50 --checkpoint-interval 3600 "
     "--metrics-file {metrics_file}")
@@ -144,7 +144,7 @@ def test_an_at_least_once_job_is_caught(tmp_path):
 
 
 def test_silent_loss_is_called_silent_loss(tmp_path):
-    from kafka_testkit.fake_cluster import FakeKafkaClients
+    from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
     from connectors.tools.replay_jobs import RunResult
 
     fake = FakeKafkaClients(tmp_path / "kafka.db")

@@ -3,7 +3,7 @@
 import json
 
 from connectors.tools import cli
-from kafka_testkit.fake_cluster import FakeKafkaClients
+from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
 
 
 def test_lists_ids_in_every_state_and_the_open_ones(tmp_path, capsys):

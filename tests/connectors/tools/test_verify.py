@@ -6,7 +6,7 @@ import tracemalloc
 
 import pytest
 
-from kafka_testkit.fake_cluster import FakeKafkaClients
+from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
 from connectors.tools import verify as verify_module
 from connectors.tools.loader import load_input
 from connectors.tools.verify import IdSpec, verify

@@ -14,6 +14,8 @@ import os
 import random
 from typing import TYPE_CHECKING, Iterator
 
+from twophase.errors import InvalidValueError
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
@@ -34,9 +36,9 @@ def task_failure_rate() -> float:
     try:
         rate = float(raw)
     except ValueError:
-        raise ValueError(f"{TASK_FAILURE_RATE_ENV} must be a number between 0 and 1, got {raw!r}") from None
+        raise InvalidValueError(f"{TASK_FAILURE_RATE_ENV} must be a number between 0 and 1, got {raw!r}") from None
     if not 0 <= rate <= 1:
-        raise ValueError(f"{TASK_FAILURE_RATE_ENV} must be a number between 0 and 1, got {raw!r}")
+        raise InvalidValueError(f"{TASK_FAILURE_RATE_ENV} must be a number between 0 and 1, got {raw!r}")
     return rate
 
 

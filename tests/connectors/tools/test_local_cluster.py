@@ -7,9 +7,9 @@ import socket
 import pytest
 
 from connectors.tools.broker import NoBrokerError, cluster_broker
-from kafka_testkit.errors import NoClusterError
-from kafka_testkit.kafka_distribution import VERSION_ENV
-from kafka_testkit.local_cluster import (
+from connectors.tools.brokers.errors import NoClusterError
+from connectors.tools.brokers.kafka_distribution import VERSION_ENV
+from connectors.tools.brokers.local_cluster import (
     CLUSTER_ENV,
     PORT_RANGE,
     find_cluster,

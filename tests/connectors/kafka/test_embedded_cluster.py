@@ -14,9 +14,9 @@ import pytest
 from connectors.kafka import errors
 from connectors.kafka.clients import TIMESTAMP_LOG_APPEND_TIME, ProducerIdentity, TopicPartition
 from connectors.kafka.clients.factory import clients_for
-from kafka_testkit.fake_cluster import FakeKafkaClients, FakeProducer
+from connectors.kafka.clients.embedded_cluster import FakeKafkaClients, FakeProducer
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 TOPIC = "events"
 TP0 = TopicPartition(TOPIC, 0)
 

@@ -31,7 +31,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from kafka_testkit.errors import BrokerStartError
+from connectors.tools.brokers.errors import MavenUnavailableError
+from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +47,6 @@ _MANIFEST_VERSION = 1
 _RELEASE = re.compile(r"^\d+(\.\d+)*$")
 
 
-class MavenUnavailableError(BrokerStartError):
-    """``mvn`` is missing, or could not resolve the artifacts; the message is one line."""
-
-
 @dataclass(frozen=True)
 class Artifact:
     group: str
@@ -60,7 +57,7 @@ class Artifact:
     def parse(cls, coordinates: str) -> "Artifact":
         parts = coordinates.split(":")
         if len(parts) != 3 or not all(parts):
-            raise ValueError(f"Maven coordinates {coordinates!r} are not group:artifact:version")
+            raise InvalidValueError(f"Maven coordinates {coordinates!r} are not group:artifact:version")
         return cls(*parts)
 
     def __str__(self) -> str:

@@ -1,14 +1,15 @@
-"""A throwaway single-node Kafka (KRaft, broker and controller in one JVM) for tests and demos.
+"""A throwaway single-node Kafka (KRaft, broker and controller in one JVM) for ``kafka-eos demo``,
+``replay``, ``broker`` and the tests.
 
 ``LocalKafkaBroker(distribution).start()`` formats fresh storage in a work directory, starts the
 broker on two free loopback ports and returns the bootstrap address once an admin client sees the
 broker. ``stop()`` ends exactly the process it started (SIGTERM, then SIGKILL after a grace
-period). The distribution (``kafka_testkit.kafka_distribution``) is an unpacked Kafka 3.9/4.x
+period). The distribution (``connectors.tools.brokers.kafka_distribution``) is an unpacked Kafka 3.9/4.x
 (``KAFKA_HOME``, also accepted as a plain path) or the official jars from Maven Central; either
 needs Java.
 
 Only loopback addresses are used: this broker has no authentication. ``secured_broker`` starts the
-same node with SASL_SSL, SCRAM users and an ACL authorizer.
+same node with SASL_SSL, SCRAM users and an ACL authorizer (test kit: ``kafka_testkit.secured_broker``).
 """
 
 from __future__ import annotations
@@ -32,17 +33,13 @@ from typing import Mapping
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from kafka_testkit.errors import BrokerStartError
-from kafka_testkit.kafka_distribution import KafkaDistribution, KafkaDistributionError, MavenKafka, as_distribution
+from connectors.tools.brokers.errors import LocalBrokerError
+from connectors.tools.brokers.kafka_distribution import KafkaDistribution, KafkaDistributionError, MavenKafka, as_distribution
 
 log = logging.getLogger(__name__)
 
 _HOST = "127.0.0.1"
 _LOG_TAIL_LINES = 60
-
-
-class LocalBrokerError(BrokerStartError):
-    """The local broker could not be started (the message carries the tail of its log)."""
 
 
 def free_port() -> int:

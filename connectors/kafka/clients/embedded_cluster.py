@@ -1,4 +1,9 @@
-"""A test double of a Kafka cluster, selected with ``fake-kafka://<state file>``.
+"""The kit's embedded Kafka cluster, selected with ``fake-kafka://<state file>``: what
+``kafka-eos demo`` runs on when no broker is found (labelled as simulated Kafka), and the unit
+tests' Kafka. It is a product part, beside the real clients, because a Spark job on it needs it
+in every process: Spark's Python workers on the executors, which only see the bootstrap address,
+find it through the entry point ``fake-kafka`` of ``pyspark_kafka_eos.kafka_clients``
+(``factory.py``), as the driver does.
 
 Unit and crash tests need a Kafka that several processes share (Spark runs its Python workers as
 separate processes, and crash tests kill them with ``os._exit``), so the whole cluster lives in
@@ -71,6 +76,7 @@ from connectors.kafka.clients import (
 )
 from connectors.kafka.clients.error_table import BROKER_ERROR_NAMES, kafka_error
 from connectors.kafka.clients.murmur2 import java_partition
+from twophase.errors import InvalidTypeError, InvalidValueError
 
 logger = logging.getLogger(__name__)
 
@@ -212,7 +218,7 @@ def _as_bytes(data: object, what: str) -> bytes | None:
     if isinstance(data, str):
         # confluent-kafka accepts str and sends it UTF-8 encoded.
         return data.encode("utf-8")
-    raise TypeError(f"{what} must be bytes, str or None, not {type(data).__name__}")
+    raise InvalidTypeError(f"{what} must be bytes, str or None, not {type(data).__name__}")
 
 
 def _encode_headers(headers: Headers | Mapping[str, bytes | None] | None) -> tuple[str | None, int]:
@@ -713,7 +719,7 @@ class _Cluster:
         with self.transaction("read") as (conn, _now):
             for tp, (start, end) in ranges.items():
                 if start > end:
-                    raise ValueError(f"read range of {tp} is backwards: [{start}, {end})")
+                    raise InvalidValueError(f"read range of {tp} is backwards: [{start}, {end})")
                 log_start, readable_end = self._end_offset(conn, tp, read_committed)
                 _, high_watermark = self._partition_bounds(conn, tp)
                 # A fetch from beyond the log end is OFFSET_OUT_OF_RANGE in Kafka, whatever the
@@ -729,7 +735,7 @@ class _Cluster:
                     )
                 if end > readable_end:
                     level = "last stable offset" if read_committed else "high watermark"
-                    raise ValueError(f"read range [{start}, {end}) of {tp} goes beyond the {level} {readable_end}")
+                    raise InvalidValueError(f"read range [{start}, {end}) of {tp} goes beyond the {level} {readable_end}")
 
     def fetch(self, tp: TopicPartition, start: int, end: int, read_committed: bool) -> list[ConsumedRecord]:
         """Up to one chunk of visible records from ``start``; the range was checked before."""
@@ -764,7 +770,7 @@ class _Cluster:
 
     def create_topic(self, topic: str, partitions: int, config: Mapping[str, str] | None) -> None:
         if not topic or partitions < 1:
-            raise ValueError(f"a topic needs a name and at least one partition, got {topic!r} with {partitions}")
+            raise InvalidValueError(f"a topic needs a name and at least one partition, got {topic!r} with {partitions}")
         with self.transaction("create_topic") as (conn, _now):
             if conn.execute("SELECT 1 FROM topics WHERE name = ?", (topic,)).fetchone():
                 # The seam's create_topic is idempotent (the real admin ignores TOPIC_ALREADY_EXISTS:
@@ -783,10 +789,10 @@ class _Cluster:
     def list_offsets(self, partitions: Iterable[TopicPartition], spec: OffsetSpec,
                      read_committed: bool) -> dict[TopicPartition, int]:
         if isinstance(spec, bool) or not (spec in ("earliest", "latest") or isinstance(spec, int)):
-            raise ValueError(f"offset spec must be 'earliest', 'latest' or a timestamp in ms, not {spec!r}")
+            raise InvalidValueError(f"offset spec must be 'earliest', 'latest' or a timestamp in ms, not {spec!r}")
         if isinstance(spec, int) and spec < 0:
             # Kafka's wire protocol uses -1/-2 for latest/earliest; the seam spells those out.
-            raise ValueError(f"a timestamp must not be negative, got {spec}; use 'latest' or 'earliest'")
+            raise InvalidValueError(f"a timestamp must not be negative, got {spec}; use 'latest' or 'earliest'")
         with self.transaction("list_offsets") as (conn, _now):
             result: dict[TopicPartition, int] = {}
             for tp in partitions:
@@ -844,7 +850,7 @@ class FakeProducer:
         self._transactional_id = transactional_id
         self._timeout_ms = int(config.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
         if self._timeout_ms <= 0:
-            raise ValueError(f"transaction.timeout.ms must be positive, got {self._timeout_ms}")
+            raise InvalidValueError(f"transaction.timeout.ms must be positive, got {self._timeout_ms}")
         self._producer_id: int | None = None
         self._epoch: int | None = None
         self._in_transaction = False
@@ -955,7 +961,7 @@ class FakeProducer:
         headers = batch.headers if batch.headers is not None else [None] * count
         for topic, value, key, partition, record_headers in zip(topics, batch.values, keys, partitions, headers):
             if topic is None:
-                raise ValueError("a batch without a topics column needs its topic")
+                raise InvalidValueError("a batch without a topics column needs its topic")
             self.produce(topic, value, key, partition, record_headers)
 
     def start_transaction(self, timeout_s: float, topic: str | None = None) -> None:
@@ -1161,7 +1167,7 @@ class FakeKafkaClients:
     def advance_time(self, ms: int) -> None:
         """Move the cluster's clock forward (for every process), e.g. past transaction timeouts."""
         if ms < 0:
-            raise ValueError("the clock only moves forward")
+            raise InvalidValueError("the clock only moves forward")
         with self._cluster.transaction(None) as (conn, _now):
             conn.execute(
                 "UPDATE meta SET value = CAST(value AS INTEGER) + ? WHERE name = 'clock_offset_ms'", (ms,)
@@ -1171,11 +1177,11 @@ class FakeKafkaClients:
         """Make the next ``count`` calls of ``operation`` fail with the Kafka error ``error_name``
         before doing anything. Injections for one operation are used up in the order given."""
         if operation not in OPERATIONS:
-            raise ValueError(f"unknown operation {operation!r}; one of {sorted(OPERATIONS)}")
+            raise InvalidValueError(f"unknown operation {operation!r}; one of {sorted(OPERATIONS)}")
         if error_name not in INJECTABLE_ERROR_NAMES:
-            raise ValueError(f"unknown Kafka error {error_name!r}; one of {sorted(INJECTABLE_ERROR_NAMES)}")
+            raise InvalidValueError(f"unknown Kafka error {error_name!r}; one of {sorted(INJECTABLE_ERROR_NAMES)}")
         if count < 1:
-            raise ValueError("count must be at least 1")
+            raise InvalidValueError("count must be at least 1")
         with self._cluster.transaction(None) as (conn, _now):
             conn.execute(
                 "INSERT INTO injected_errors (operation, error_name, remaining) VALUES (?, ?, ?)",

@@ -33,9 +33,9 @@ from typing import Mapping
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from kafka_testkit.errors import BrokerStartError, NoClusterError
-from kafka_testkit.kafka_distribution import VERSION_ENV, KafkaDistribution, as_distribution, from_environment
-from kafka_testkit.local_broker import LocalBrokerError, LocalKafkaBroker, _cluster_id
+from connectors.tools.brokers.errors import BrokerStartError, NoClusterError
+from connectors.tools.brokers.kafka_distribution import VERSION_ENV, KafkaDistribution, as_distribution, from_environment
+from connectors.tools.brokers.local_broker import LocalBrokerError, LocalKafkaBroker, _cluster_id
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +214,7 @@ class LocalKafkaCluster:
         for node_id, node in self.nodes.items():
             if port == node.ports[0]:
                 return node_id
-        raise KeyError(port)
+        raise InvalidValueError(f"no node of this cluster listens on port {port}")
 
     def running_nodes(self) -> list[int]:
         return [node_id for node_id, node in self.nodes.items() if node.running]

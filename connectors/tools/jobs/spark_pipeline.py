@@ -1,0 +1,360 @@
+"""Exactly-once enrichment pipeline on PySpark Structured Streaming, Kafka to Kafka.
+
+    python -m connectors.tools.jobs.spark_pipeline --bootstrap localhost:9092 --input orders \
+        --output enriched --checkpoint-dir /tmp/chk --bounded [--failpoint mid_commit:exit@2]
+
+(or ``python examples/spark_pipeline.py ...`` in a checkout, which runs this module).
+
+Input values are JSON orders ``{"id": ..., "seq": ..., "customer": ..., "amount": ...}`` (other
+values pass through as ``{"raw": ...}``). The job parses them, upper-cases the customer, adds a size band and the source
+position, and writes JSON keyed like the input. The only change from
+a job on Spark's own Kafka connector is the format name ``kafka-eos``; ``--source-format kafka``
+and ``--sink-format kafka`` (with ``--jars``) run the same job on Spark's own connector, for
+comparison (``bench/run_bench.py``).
+
+With ``--failpoint`` the whole job (driver JVM, Python workers) dies by SIGKILL at that point of
+the protocol, like a host losing power (with ``--failpoint-exit process`` only the Python process
+that reaches it dies, and Spark goes on); run it again with the same checkpoint directory and it
+recovers. ``KAFKA_EOS_TASK_FAILURE_RATE`` / ``KAFKA_EOS_TASK_FAILURE_SEED`` fail the first
+attempt of a seeded share of write tasks, which Spark retries. With ``--hold-until FILE`` a
+bounded run waits, once its input is processed, until FILE exists before it exits, so that a fault
+timed by ``kafka-eos replay`` always finds it running (see ``job_hold.py``).
+
+Client settings that may be secret (passwords, JAAS lines) go in ``--kafka-options-file FILE``, a
+JSON object of ``NAME: VALUE`` (what ``kafka-eos replay`` and ``demo`` pass: a private file, 0600
+in a 0700 folder, removed after the replay), not on the command line, which every local user sees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+from connectors import worker_python
+from twophase import failpoints
+from twophase.errors import InvalidValueError
+
+log = logging.getLogger("spark_pipeline")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
+    parser.add_argument("--input", required=True, help="input topic")
+    parser.add_argument("--output", required=True, help="output topic")
+    parser.add_argument("--checkpoint-dir", required=True, help="the query's checkpointLocation")
+    parser.add_argument("--state-dir", default=None,
+                        help="eos.stateDir, where the sink keeps its state: a path or a URI (s3://, abfss://, "
+                             "gs://, hdfs://); default <checkpoint-dir>/kafka-eos")
+    parser.add_argument("--bounded", action="store_true",
+                        help="process what is in the input now (Trigger.AvailableNow), then stop")
+    parser.add_argument("--hold-until", default=None, metavar="FILE",
+                        help="with --bounded: once the input is processed, wait until FILE exists before "
+                             "exiting (kafka-eos replay uses it to land timed faults on a running job)")
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=200_000)
+    parser.add_argument("--source-format", choices=["kafka-eos", "kafka"], default="kafka-eos",
+                        help="kafka: read with Spark's own Kafka source (its connector jars: --jars) instead of "
+                             "the kit's; the sink is the kit's either way")
+    parser.add_argument("--jars", default=None,
+                        help="comma-separated jars for the driver and executors (spark.jars), e.g. Spark's "
+                             "Kafka connector for --source-format kafka")
+    parser.add_argument("--trigger-interval", default="0 seconds", help="processing-time trigger when unbounded")
+    parser.add_argument("--master", default="local[2,4]",
+                        help="Spark master; local[N,F] retries failed tasks up to F times; spark://host:port "
+                             "for a standalone cluster")
+    parser.add_argument("--kafka-option", action="append", default=[], metavar="NAME=VALUE",
+                        help="a librdkafka client setting for the source and the sink (option kafka.NAME), e.g. "
+                             "security.protocol=SASL_SSL; may repeat")
+    parser.add_argument("--kafka-options-file", default=None, metavar="FILE",
+                        help="client settings of the source and the sink as --kafka-option takes them, from a JSON "
+                             "object {NAME: VALUE} in FILE, so that secrets stay off the command line; "
+                             "--kafka-option overrides them")
+    parser.add_argument("--output-bootstrap", default=None,
+                        help="the sink's bootstrap servers, when the output topic is on another cluster than the "
+                             "input (default: --bootstrap); the sink then takes --output-kafka-option, not "
+                             "--kafka-option")
+    parser.add_argument("--output-kafka-option", action="append", default=[], metavar="NAME=VALUE",
+                        help="a client setting of the sink only (option kafka.NAME), e.g. for an output cluster "
+                             "with other security than the input's; with it (or --output-bootstrap) the sink "
+                             "takes these instead of --kafka-option; may repeat")
+    parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                        help="a kafka-eos option of both the source and the sink, e.g. eos.brokerRetryTimeoutMs=30000")
+    parser.add_argument("--max-partitions", type=int, default=None,
+                        help="eos.maxPartitions of the kit's source: at most this many read tasks per batch, and so "
+                             "write tasks and transactions, e.g. the executors' cores (default: one per Kafka "
+                             "partition, as Spark's source)")
+    parser.add_argument("--commit-offsets-to-group", default=None,
+                        help="eos.commitOffsetsToGroup of the source (lag monitoring)")
+    parser.add_argument("--py-files", default=None,
+                        help="the kit as a zip, shipped to executors whose Python has its dependencies but not "
+                             "the kit (as spark-submit --py-files)")
+    parser.add_argument("--jvm-class-archive", default=None, metavar="PATH",
+                        help="start the driver JVM from this class archive (made by `kafka-eos "
+                             "jvm-class-archive PATH`); halves the session start")
+    parser.add_argument("--delivery-guarantee", default="exactly_once",
+                        choices=["exactly_once", "at_least_once", "none"])
+    parser.add_argument("--transaction-timeout-ms", type=int, default=15 * 60 * 1000)
+    parser.add_argument("--checkpoint-timeout-ms", type=int, default=10 * 60 * 1000)
+    parser.add_argument("--restart-budget-ms", type=int, default=60 * 1000)
+    parser.add_argument("--retained-checkpoints", type=int, default=3,
+                        help="eos.retainedCheckpoints: checkpoints (and their statistics) kept in the state")
+    parser.add_argument("--transactional-id-prefix", default=None,
+                        help="eos.transactionalIdPrefix (default: derived from the checkpoint location and sink)")
+    parser.add_argument("--transform", choices=["enrich", "copy"], default="enrich",
+                        help="copy: value + '|copied' (what the in-process copy_pipeline does)")
+    parser.add_argument("--failpoint", action="append", default=[],
+                        help=f"NAME:ACTION[@HIT], NAME in {', '.join(failpoints.ALL)}; may repeat")
+    parser.add_argument("--failpoint-exit", choices=["job", "process"], default="job",
+                        help="what a failpoint's exit action ends: the whole job (driver JVM and Python workers, "
+                             "like a host losing power), or only the Python process that reaches it (the JVM "
+                             "lives on and Spark sees its Python worker die)")
+    parser.add_argument("--sink-format", choices=["kafka-eos", "kafka-eos-foreach-batch", "kafka"], default="kafka-eos",
+                        help="kafka-eos-foreach-batch: the same sink through foreachBatch and the kit's helper "
+                             "(exactly_once_foreach_batch), which commits in this process; kafka: write with "
+                             "Spark's own Kafka connector instead, which is at-least-once (a comparison; needs --jars)")
+    parser.add_argument("--log-level", default="WARN")
+    parser.add_argument("--metrics-file", default=None,
+                        help="append one JSON line per micro-batch (batchId, numInputRows, durationMs, "
+                             "timestamp) from the query's progress")
+    return parser.parse_args(argv)
+
+
+def options_file(path: str) -> dict[str, str]:
+    """The client settings of ``--kafka-options-file``: a JSON object of strings."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            settings = json.load(file)
+    except (OSError, ValueError) as exc:
+        raise InvalidValueError(f"--kafka-options-file {path}: cannot read a JSON object from it: {exc}") from None
+    if not isinstance(settings, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in settings.items()):
+        raise InvalidValueError(f"--kafka-options-file {path}: expected a JSON object of strings, NAME: VALUE")
+    return settings
+
+
+def kafka_options(args: argparse.Namespace) -> dict[str, str]:
+    """Options of both the source and the sink: the bootstrap servers, --kafka-options-file,
+    --kafka-option, --option."""
+    options = {"kafka.bootstrap.servers": args.bootstrap}
+    if args.kafka_options_file:
+        options.update({f"kafka.{name}": value for name, value in options_file(args.kafka_options_file).items()})
+    for setting in args.kafka_option:
+        name, sep, value = setting.partition("=")
+        if not sep or not name:
+            raise InvalidValueError(f"--kafka-option {setting!r}: expected NAME=VALUE, e.g. security.protocol=SASL_SSL")
+        options[f"kafka.{name}"] = value
+    for setting in args.option:
+        name, sep, value = setting.partition("=")
+        if not sep or not name:
+            raise InvalidValueError(f"--option {setting!r}: expected NAME=VALUE, e.g. eos.brokerRetryTimeoutMs=30000")
+        options[name] = value
+    return options
+
+
+def sink_kafka_options(args: argparse.Namespace) -> dict[str, str]:
+    """The sink's options: those of the source, or, with --output-bootstrap or --output-kafka-option
+    (an output cluster of its own), its bootstrap servers and --output-kafka-option instead."""
+    if args.output_bootstrap is None and not args.output_kafka_option:
+        return kafka_options(args)
+    options = {name: value for name, value in kafka_options(args).items() if not name.startswith("kafka.")}
+    options["kafka.bootstrap.servers"] = args.output_bootstrap or args.bootstrap
+    for setting in args.output_kafka_option:
+        name, sep, value = setting.partition("=")
+        if not sep or not name:
+            raise InvalidValueError(f"--output-kafka-option {setting!r}: expected NAME=VALUE, e.g. security.protocol=SASL_SSL")
+        options[f"kafka.{name}"] = value
+    return options
+
+
+def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+    source = (
+        spark.readStream.format(args.source_format)
+        .options(**kafka_options(args))
+        .option("subscribe", args.input)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
+    )
+    if args.source_format == "kafka":
+        # Spark's source reads read_uncommitted by default: records of aborted input transactions
+        # would reach the output. Its offsets in Spark's offset log are what makes a replay exact.
+        source = source.option("kafka.isolation.level", "read_committed")
+    if args.max_partitions and args.source_format == "kafka-eos":
+        source = source.option("eos.maxPartitions", str(args.max_partitions))
+    if args.commit_offsets_to_group and args.source_format == "kafka-eos":
+        source = source.option("eos.commitOffsetsToGroup", args.commit_offsets_to_group)
+    source = source.load()
+    if args.transform == "copy":
+        output = source.select("key", F.concat("value", F.lit(b"|copied")).alias("value"))
+    else:
+        order = StructType([
+            StructField("id", StringType()), StructField("seq", LongType()),
+            StructField("customer", StringType()), StructField("amount", DoubleType()),
+        ])
+        parsed = source.select("key", "value", "partition", "offset",
+                               F.from_json(F.col("value").cast("string"), order).alias("o"))
+        enriched = parsed.select(
+            "key",
+            F.to_json(F.struct(
+                F.coalesce(F.col("o.id"), F.col("key").cast("string")).alias("id"),
+                F.col("o.seq").alias("seq"),
+                F.upper(F.col("o.customer")).alias("customer"),
+                F.col("o.amount").alias("amount"),
+                F.when(F.col("o.amount") >= 100, "large").when(F.col("o.amount") >= 10, "medium")
+                 .otherwise("small").alias("band"),
+                F.when(F.col("o").isNull(), F.col("value").cast("string")).alias("raw"),
+                F.struct("partition", "offset").alias("source"),
+            )).alias("value"),
+        )
+        output = enriched
+    if os.environ.get("KAFKA_EOS_TASK_FAILURE_RATE"):
+        from connectors.tools.jobs.task_failures import with_task_failures
+
+        output = with_task_failures(output)
+    sink_options = {**sink_kafka_options(args), "topic": args.output, "checkpointLocation": args.checkpoint_dir}
+    if args.sink_format != "kafka":
+        sink_options.update({
+            "eos.deliveryGuarantee": args.delivery_guarantee,
+            "eos.transactionTimeoutMs": str(args.transaction_timeout_ms),
+            "eos.checkpointTimeoutMs": str(args.checkpoint_timeout_ms),
+            "eos.restartBudgetMs": str(args.restart_budget_ms),
+            "eos.retainedCheckpoints": str(args.retained_checkpoints),
+        })
+        if args.transactional_id_prefix:
+            sink_options["eos.transactionalIdPrefix"] = args.transactional_id_prefix
+        if args.state_dir:
+            sink_options["eos.stateDir"] = args.state_dir
+    if args.sink_format == "kafka-eos-foreach-batch":
+        from connectors.spark.foreach_batch import exactly_once_foreach_batch
+
+        writer = (output.writeStream.foreachBatch(exactly_once_foreach_batch(**sink_options))
+                  .option("checkpointLocation", args.checkpoint_dir))
+    else:
+        writer = output.writeStream.format(args.sink_format).options(**sink_options)
+    writer = writer.queryName("kafka-eos-example")
+    if args.bounded:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=args.trigger_interval)
+    return writer.start()
+
+
+def append_progress(query, path: str, written: set) -> None:  # type: ignore[no-untyped-def]
+    """Append the query's progress entries not yet in ``path`` (keyed by batch id and trigger time)."""
+    with open(path, "a") as out:
+        for progress in query.recentProgress:
+            key = (progress["batchId"], progress["timestamp"])
+            if key not in written:
+                written.add(key)
+                out.write(json.dumps({name: progress[name] for name in
+                                      ("batchId", "numInputRows", "durationMs", "timestamp")}) + "\n")
+
+
+def report_failure(exc: BaseException) -> int:
+    """Print the kit's one-line errors last, under Spark's stack traces; other failures as they are."""
+    from connectors.spark.failures import kit_error_lines
+
+    lines = kit_error_lines(exc)
+    if not lines:
+        raise exc
+    log.error("the query failed: %s", exc)
+    for line in lines:
+        print(f"kafka-eos: {line}", file=sys.stderr)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+    specs = ",".join(args.failpoint)
+    failpoints.parse(specs)  # a bad spec fails here, before Spark starts
+    # Spark's Python workers inherit this process's environment when the session starts.
+    os.environ[failpoints.ENV_VAR] = specs
+    try:
+        os.setpgid(0, 0)  # lead a group of our own, so a failpoint kills this job and nothing else
+    except PermissionError:
+        pass  # already a session leader (started with start_new_session)
+    if args.failpoint_exit == "job":
+        os.environ[failpoints.KILL_GROUP_ENV] = str(os.getpgid(0))
+    else:
+        os.environ.pop(failpoints.KILL_GROUP_ENV, None)
+    # The Python Spark starts for the job's processes: this interpreter, importing pyspark with its
+    # cached bytecode rather than from pyspark.zip (connectors/worker_python.py).
+    os.environ.setdefault("PYSPARK_PYTHON", worker_python.path())
+    failpoints.load_from_env()
+
+    from pyspark.sql import SparkSession
+
+    from connectors.spark import register
+    from connectors.tools.jobs.task_failures import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV
+    from connectors.tools.jobs.job_hold import hold_until
+
+    builder = (
+        SparkSession.builder.master(args.master).appName("kafka-eos-example")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.speculation", "false")
+        # Failpoint hit counts live in Python processes: write tasks count in the reused Python
+        # workers, the driver-side commit in its reused runner. kafka-eos replay picks hits 1 and
+        # 2, which a reused worker reaches by the second batch (Spark's default, set here so a
+        # cluster-wide spark-defaults.conf cannot turn it off under the replay).
+        .config("spark.python.worker.reuse", "true")
+    )
+    if args.jars:
+        builder = builder.config("spark.jars", args.jars)
+    if args.jvm_class_archive:
+        from connectors.spark.jvm_class_archive import java_options
+
+        options = java_options(args.jvm_class_archive)
+        if options:
+            builder = builder.config("spark.driver.extraJavaOptions", options)
+    # On a cluster, executors do not inherit this process's environment: pass the fault injection on.
+    for name in (failpoints.ENV_VAR, failpoints.KILL_GROUP_ENV, TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV):
+        if os.environ.get(name):
+            builder = builder.config(f"spark.executorEnv.{name}", os.environ[name])
+    log.info("starting the Spark session")
+    spark = builder.getOrCreate()
+    log.info("Spark session ready (master %s)", args.master)
+    if args.py_files:
+        spark.sparkContext.addPyFile(args.py_files)  # what spark-submit --py-files does
+    spark.sparkContext.setLogLevel(args.log_level)
+    try:
+        if "kafka-eos" in (args.source_format, args.sink_format):
+            # The foreachBatch sink needs no data source registered: it writes with mapInArrow.
+            register(spark)
+        query = build_query(spark, args)
+    except Exception as exc:
+        spark.stop()
+        return report_failure(exc)
+    log.info("query started (id %s)", query.id)
+    written: set = set()
+    try:
+        if args.metrics_file:
+            # Poll the progress while waiting: recentProgress keeps only the last 100 entries.
+            while not query.awaitTermination(1):
+                append_progress(query, args.metrics_file, written)
+            append_progress(query, args.metrics_file, written)
+        else:
+            query.awaitTermination()
+        hold_until(args.hold_until, args.metrics_file)
+    except KeyboardInterrupt:
+        query.stop()
+    except Exception as exc:
+        return report_failure(exc)
+    finally:
+        if args.metrics_file:
+            append_progress(query, args.metrics_file, written)
+        for progress in query.recentProgress:
+            log.info("batch %s: %s rows, %s ms", progress["batchId"], progress["numInputRows"],
+                     progress["durationMs"].get("triggerExecution"))
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
