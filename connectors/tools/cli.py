@@ -1,5 +1,6 @@
-"""The ``kafka-eos`` console script: ``verify``, ``load``, ``replay``, ``demo``, ``transactions`` and
-``status``.
+"""The ``kafka-eos`` console script: ``verify``, ``load``, ``create-topic``, ``replay``, ``demo``,
+``broker``, ``transactions``, ``status`` and ``jvm-class-archive`` (one line each:
+:data:`connectors.tools.command.COMMAND_HELP`).
 
 Exit status: 0 when everything checked is exactly-once (or, for the transaction-timeout
 scenario, the loss was detected and reported); 1 when an anomaly or a failed scenario was found;
@@ -13,7 +14,12 @@ missing permissions), which gets one clear message and no traceback; 130 when in
 Every command that talks to Kafka takes ``--command-config FILE`` (a Java client properties file,
 as Kafka's own tools take it) and ``--client-config KEY=VALUE``, which overrides the file's; see
 :mod:`connectors.tools.client_settings`. ``replay`` and ``demo`` take them only for a cluster the
-user names (``--bootstrap``, ``KAFKA_BOOTSTRAP_SERVERS``), and pass them on to the Spark example.
+user names (``--bootstrap``, ``KAFKA_BOOTSTRAP_SERVERS``), and pass them on to the Spark job in a
+private file.
+
+``broker`` starts Kafka as ``demo`` does when it finds none and keeps it running until Ctrl-C or
+SIGTERM, for the quick start and for CI; it prints the bootstrap address (and writes it to
+``--bootstrap-file``).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from contextlib import contextmanager
@@ -55,6 +62,7 @@ from connectors.tools.errors import (
     UsageError,
 )
 from connectors.tools.client_settings import ClientSettings, add_client_options, from_args
+from connectors.tools.command import COMMAND_HELP, version_line
 from connectors.tools.demo import DemoOptions, demo_broker, run_demo
 from connectors.tools.replay_jobs import ENGINES, JobTemplate
 from connectors.tools.loader import load_input
@@ -161,8 +169,9 @@ def _add_kafka_version(parser: argparse.ArgumentParser) -> None:
 def _add_job_options(parser: argparse.ArgumentParser, kills: int) -> None:
     job = parser.add_mutually_exclusive_group()
     job.add_argument("--engine", choices=sorted(ENGINES), default="spark",
-                     help="which example pipeline to run: spark (default, examples/spark_pipeline.py) or "
-                          "inprocess (examples/copy_pipeline.py, no Spark, much faster to start)")
+                     help="which of the kit's jobs to run: spark (default, the Spark pipeline, "
+                          "connectors/tools/jobs/spark_pipeline.py) or inprocess (copy_pipeline.py there, no Spark, "
+                          "much faster to start)")
     job.add_argument("--job-command", default=None, metavar="TEMPLATE",
                      help="your own job, e.g. 'spark-submit my_job.py --bootstrap {bootstrap} --input {input} "
                           "--output {output} --checkpoint-dir {checkpoint_dir}' ({metrics_file} optional)")
@@ -188,11 +197,12 @@ def _add_job_options(parser: argparse.ArgumentParser, kills: int) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kafka-eos", description="Prove exactly-once Kafka-to-Kafka delivery on your own cluster.")
+    parser.add_argument("--version", action="version", version=version_line())
     parser.add_argument("--log-level", default="WARNING", type=str.upper,
                         choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="library log level (default: WARNING)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    v = commands.add_parser("verify", help="check that an output topic holds every input record exactly once",
+    v = commands.add_parser("verify", help=COMMAND_HELP["verify"],
                             description="Exit 0 only when the output is exactly-once.")
     v.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers (host:port[,host:port])")
     v.add_argument("--input", required=True, help="input topic")
@@ -205,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how long to retry a broker that answers with transient errors (default: 30)")
     add_client_options(v)
 
-    load = commands.add_parser("load", help="load a topic with records that carry unique ids")
+    load = commands.add_parser("load", help=COMMAND_HELP["load"])
     load.add_argument("--bootstrap", required=True)
     load.add_argument("--topic", required=True)
     load.add_argument("--records", type=_positive_int, default=20_000)
@@ -213,14 +223,13 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--aborted", type=_positive_int, default=50, help="records in one aborted transaction")
     add_client_options(load)
 
-    create = commands.add_parser("create-topic", help="create a topic (e.g. a job's output topic); no error if it "
-                                                      "exists")
+    create = commands.add_parser("create-topic", help=COMMAND_HELP["create-topic"])
     create.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers (host:port[,host:port])")
     create.add_argument("--topic", required=True)
     create.add_argument("--partitions", type=_partitions, default=3)
     add_client_options(create)
 
-    r = commands.add_parser("replay", help="run a job under injected faults, restart it, verify each scenario")
+    r = commands.add_parser("replay", help=COMMAND_HELP["replay"])
     r.add_argument("--bootstrap", default=None,
                    help="Kafka bootstrap servers; default: KAFKA_BOOTSTRAP_SERVERS, Docker, KAFKA_HOME, or Kafka "
                         "from Maven Central")
@@ -237,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_job_options(r, kills=3)
     add_client_options(r)
 
-    t = commands.add_parser("transactions", help="list a sink's transactional ids and open transactions",
+    t = commands.add_parser("transactions", help=COMMAND_HELP["transactions"],
                             description="What a sink costs the broker: its transactional ids in any state "
                                         "(each kept until transactional.id.expiration.ms) and its open "
                                         "transactions (each holding back read_committed consumers).")
@@ -247,8 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true", help="print JSON instead of the summary")
     add_client_options(t)
 
-    s = commands.add_parser("status", help="an exactly-once query's commits, pending checkpoint, open "
-                            "transactions and lag; exit 1 when it needs attention",
+    s = commands.add_parser("status", help=COMMAND_HELP["status"],
                             description="Reads the query's checkpoint, the sink's state and the broker. Exit 0: "
                                         "healthy; 1: needs attention (one reason per line); 2: cannot read what "
                                         "it needs.")
@@ -267,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also draw the retained history (commit time and its parts, records, open "
                         "transactions' age) into this PNG")
 
-    j = commands.add_parser("jvm-class-archive", help="record a class archive that halves the Spark driver JVM's start",
+    j = commands.add_parser("jvm-class-archive", help=COMMAND_HELP["jvm-class-archive"],
                             description="Runs a small Spark job in a JVM of its own and records the classes it "
                                         "loaded into PATH; give the driver "
                                         "spark.driver.extraJavaOptions=-XX:SharedArchiveFile=PATH "
@@ -276,7 +284,16 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("path", type=Path, help="where to write the archive (about 160 MB)")
     j.add_argument("--master", default="local[2]", help="the Spark master of the recording job (default: local[2])")
 
-    d = commands.add_parser("demo", help="find or start a broker, load, replay a few faults, verify, report")
+    b = commands.add_parser("broker", help=COMMAND_HELP["broker"],
+                            description="Starts Apache Kafka on 127.0.0.1 as demo and replay do when they find no "
+                                        "broker (a Docker container, KAFKA_HOME, or the official jars from Maven "
+                                        "Central), prints its bootstrap address, and keeps it running until Ctrl-C "
+                                        "or SIGTERM, which stop it. KAFKA_BOOTSTRAP_SERVERS is ignored.")
+    _add_kafka_version(b)
+    b.add_argument("--bootstrap-file", type=Path, default=None, metavar="FILE",
+                   help="also write the bootstrap address to FILE once the broker answers (for scripts)")
+
+    d = commands.add_parser("demo", help=COMMAND_HELP["demo"])
     d.add_argument("--bootstrap", default=None,
                    help="Kafka bootstrap servers; default: KAFKA_BOOTSTRAP_SERVERS, Docker, KAFKA_HOME, or Kafka "
                         "from Maven Central")
@@ -365,7 +382,7 @@ def _settings_for_found_broker(args: argparse.Namespace, template: JobTemplate) 
         return settings
     if template.engine == "inprocess":
         raise UsageError(f"{' and '.join(settings.sources)} are not for --engine inprocess: "
-                         "examples/copy_pipeline.py takes no client settings; use --engine spark (the default), "
+                         "the in-process copy_pipeline takes no client settings; use --engine spark (the default), "
                          "or --job-command with a job that takes its own settings")
     named = (os.environ.get("KAFKA_EOS_CLUSTER_BOOTSTRAP_SERVERS", "").strip() if getattr(args, "cluster", False)
              else args.bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip())
@@ -595,6 +612,36 @@ def cmd_jvm_class_archive(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+class _Stopped(Exception):
+    """SIGTERM reached ``kafka-eos broker``."""
+
+
+def _stop_on_sigterm(signum: int, frame: object) -> None:
+    raise _Stopped()
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    environ = {key: value for key, value in os.environ.items() if key != "KAFKA_BOOTSTRAP_SERVERS"}
+    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    try:
+        with find_broker(environ=environ, kafka_version=args.kafka_version) as broker:
+            check_reachable(broker.bootstrap_servers)
+            if args.bootstrap_file is not None:
+                written = args.bootstrap_file.with_name(args.bootstrap_file.name + ".part")
+                written.write_text(broker.bootstrap_servers + "\n", encoding="utf-8")
+                written.replace(args.bootstrap_file)  # whole, or not there
+            out.print(f"Kafka at {broker.bootstrap_servers}: {broker.origin}", markup=False, highlight=False)
+            out.print("running until Ctrl-C or SIGTERM, which stop it", markup=False, highlight=False)
+            sys.stdout.flush()
+            while True:
+                time.sleep(3600)
+    except (_Stopped, KeyboardInterrupt):
+        err.print("broker stopped", markup=False, highlight=False)
+        return EXIT_OK
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     template = _template(args)
     settings = _settings_for_found_broker(args, template)
@@ -621,7 +668,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"verify": cmd_verify, "load": cmd_load, "create-topic": cmd_create_topic, "replay": cmd_replay,
-            "demo": cmd_demo,
+            "demo": cmd_demo, "broker": cmd_broker,
             "transactions": cmd_transactions, "status": cmd_status, "jvm-class-archive": cmd_jvm_class_archive}
 
 

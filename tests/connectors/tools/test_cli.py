@@ -592,3 +592,33 @@ def test_the_replay_itself_refuses_settings_for_the_in_process_engine(fake, tmp_
     with pytest.raises(cli.UsageError, match="not for --engine inprocess"):
         replay_module.Replay(options)
 
+
+def test_broker_keeps_the_broker_it_starts_until_sigterm_then_stops_it(capsys, tmp_path, monkeypatch):
+    import signal
+    import threading
+
+    stopped, asked = [], []
+
+    def started(*, environ, kafka_version):
+        asked.append((environ.get("KAFKA_BOOTSTRAP_SERVERS"), kafka_version))
+        return broker_module.Broker("127.0.0.1:9", "Apache Kafka 4.4.0 from Maven Central", owned=True,
+                                    _stop=lambda: stopped.append(True))
+
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "elsewhere:9092")  # ignored: broker starts one
+    monkeypatch.setattr(cli, "find_broker", started)
+    monkeypatch.setattr(cli, "check_reachable", lambda bootstrap: None)
+    bootstrap_file = tmp_path / "bootstrap"
+
+    def terminate_once_written():
+        for _ in range(500):
+            if bootstrap_file.exists():
+                break
+            threading.Event().wait(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=terminate_once_written, daemon=True).start()
+    code, out, err = run(capsys, "broker", "--kafka-version", "4.4.0", "--bootstrap-file", str(bootstrap_file))
+    assert code == 0 and stopped == [True] and asked == [(None, "4.4.0")]
+    assert bootstrap_file.read_text() == "127.0.0.1:9\n"
+    assert "Kafka at 127.0.0.1:9: Apache Kafka 4.4.0 from Maven Central" in out and "broker stopped" in err
+    assert signal.getsignal(signal.SIGTERM) is not cli._stop_on_sigterm  # the handler is put back
