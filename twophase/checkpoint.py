@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
@@ -16,6 +17,12 @@ FORMAT_VERSION = 1
 READABLE_VERSIONS = (1,)
 
 JsonValue = Any  # whatever json.dumps accepts: the participants' states must be JSON-serializable
+
+
+def wall_clock_ms() -> int:
+    """This machine's wall clock in milliseconds since the epoch: the time base of checkpoint
+    timestamps, transactions' begin and age, statistics and job metrics (the one definition)."""
+    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True)

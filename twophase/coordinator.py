@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from twophase import failpoints, savepoints
-from twophase.checkpoint import CompletedCheckpoint, JsonValue
+from twophase.checkpoint import CompletedCheckpoint, JsonValue, wall_clock_ms
 from twophase.errors import (
     CheckpointAbortedError,
     CheckpointCommitError,
@@ -90,10 +90,6 @@ class TriggeredCheckpoint:
     @property
     def is_savepoint(self) -> bool:
         return self.savepoint_path is not None
-
-
-def _wall_clock_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class CheckpointCoordinator:
@@ -253,7 +249,7 @@ class CheckpointCoordinator:
             self._last_trigger_time = self._clock()
             pending = TriggeredCheckpoint(
                 checkpoint_id=checkpoint_id,
-                trigger_timestamp_ms=_wall_clock_ms(),
+                trigger_timestamp_ms=wall_clock_ms(),
                 savepoint_path=savepoint_path,
             )
             self._pending[checkpoint_id] = pending
@@ -302,7 +298,7 @@ class CheckpointCoordinator:
         checkpoint = CompletedCheckpoint(
             checkpoint_id=pending.checkpoint_id,
             trigger_timestamp_ms=pending.trigger_timestamp_ms,
-            completion_timestamp_ms=_wall_clock_ms(),
+            completion_timestamp_ms=wall_clock_ms(),
             operator_states=dict(pending.states),
             is_savepoint=pending.is_savepoint,
         )
@@ -338,7 +334,7 @@ class CheckpointCoordinator:
                 log.warning("checkpoint %d: participant %s failed to take note of its completion: %r",
                             checkpoint.checkpoint_id, participant.name, exc)
         stats.status = CheckpointStatus.COMPLETED
-        stats.end_to_end_duration_ms = _wall_clock_ms() - checkpoint.trigger_timestamp_ms
+        stats.end_to_end_duration_ms = wall_clock_ms() - checkpoint.trigger_timestamp_ms
         log.info("checkpoint %d completed%s in %d ms, state %d bytes", checkpoint.checkpoint_id,
                  " (savepoint)" if checkpoint.is_savepoint else "", stats.end_to_end_duration_ms,
                  stats.state_size_bytes)
@@ -372,7 +368,7 @@ class CheckpointCoordinator:
         stats = self._stats[pending.checkpoint_id]
         stats.status = CheckpointStatus.FAILED
         stats.failure_cause = cause
-        stats.end_to_end_duration_ms = _wall_clock_ms() - pending.trigger_timestamp_ms
+        stats.end_to_end_duration_ms = wall_clock_ms() - pending.trigger_timestamp_ms
         log.warning("checkpoint %d aborted: %s", pending.checkpoint_id, cause)
         try:
             self._lifecycle().abort_transactions(pending.checkpoint_id, pending.states)

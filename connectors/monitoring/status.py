@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
@@ -36,6 +35,7 @@ from connectors.kafka.sink.statistics import KafkaSinkSettings
 from connectors.spark.sink_driver import SINK_PARTICIPANT
 from connectors.spark.query_checkpoint import OFFSET_LOG, read_query_checkpoint
 from connectors.monitoring.errors import StatusUnavailableError
+from twophase.checkpoint import wall_clock_ms
 from twophase.checkpoint_statistics import CheckpointStatistics, retained_statistics
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.errors import CorruptCheckpointError, UnsupportedStateLocationError
@@ -214,11 +214,6 @@ def lost_reason(stats: CheckpointStatistics, lost_input: LostInput | None, trans
             f"by hand{partial}; then keep commits and restarts within the transaction timeout of "
             f"{transaction_timeout_ms / 1000:.0f} s, or raise eos.transactionTimeoutMs (at most the brokers' "
             "transaction.max.timeout.ms)")
-
-
-def wall_clock_ms() -> int:
-    """This machine's clock; ages of transactions compare it with the broker's (keep NTP on both)."""
-    return int(time.time() * 1000)
 
 
 def state_dir_for(checkpoint_location: str, state_dir: str | None) -> str:

@@ -48,7 +48,7 @@ from connectors.spark.options import SinkOptions
 from connectors.spark.query_checkpoint import read_query_checkpoint
 from connectors.spark.schema import check_sink_schema
 from connectors.spark.state_guard import guard_sink_state
-from twophase.checkpoint import CompletedCheckpoint
+from twophase.checkpoint import CompletedCheckpoint, wall_clock_ms
 from twophase.checkpoint_statistics import CommitTimings
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.errors import IllegalStateError
@@ -191,7 +191,7 @@ class SparkSinkDriver:
                 f"kafka-eos: tasks of batch {checkpoint_id} wrote under checkpoint ids {wrong}; their "
                 "transactions were aborted and the batch fails, to be replayed")
         # 4. Store, commit, mark, sweep, record, subsume.
-        now_ms = int(time.time() * 1000)
+        now_ms = wall_clock_ms()
         checkpoint = CompletedCheckpoint(checkpoint_id, now_ms, now_ms, {SINK_PARTICIPANT: states})
         timings = self.lifecycle.complete(checkpoint, started=started)
         log.info("batch %d committed: %d transactions, %d records, %.0f ms (prepare %.0f, store %.0f, "

@@ -29,23 +29,18 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
-from twophase.checkpoint import JsonValue
+from twophase.checkpoint import JsonValue, wall_clock_ms
 from twophase.coordinator import CheckpointCoordinator
 from twophase.participants import CheckpointParticipant, RestoredState
 
 log = logging.getLogger(__name__)
 
 NAME = "kafka-eos-metrics"
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def append_event(path: str | os.PathLike[str], event: dict[str, Any]) -> None:
@@ -71,7 +66,7 @@ class CheckpointMetrics(CheckpointParticipant):
         self._records_processed = records_processed
         self._records_at_last = 0
         self._snapshot_records: dict[int, int] = {}
-        self._write({"event": "start", "time_ms": _now_ms()})
+        self._write({"event": "start", "time_ms": wall_clock_ms()})
 
     def _write(self, event: dict[str, Any]) -> None:
         if self._path is not None:
@@ -86,7 +81,7 @@ class CheckpointMetrics(CheckpointParticipant):
     def restore(self, restored: RestoredState) -> None:
         self._snapshot_records.clear()
         self._records_at_last = self._records_processed()
-        self._write({"event": "restored", "checkpoint_id": restored.checkpoint_id, "time_ms": _now_ms()})
+        self._write({"event": "restored", "checkpoint_id": restored.checkpoint_id, "time_ms": wall_clock_ms()})
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         completed = self._coordinator.latest_completed
@@ -98,7 +93,7 @@ class CheckpointMetrics(CheckpointParticipant):
             "checkpoint_id": checkpoint_id,
             "trigger_ms": completed.trigger_timestamp_ms,
             "stored_ms": completed.completion_timestamp_ms,
-            "committed_ms": _now_ms(),
+            "committed_ms": wall_clock_ms(),
             "records": self._snapshot_records.pop(checkpoint_id, 0),
         })
 

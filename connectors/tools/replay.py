@@ -79,6 +79,7 @@ from connectors.tools.replay_jobs import JobRun, JobTemplate, PrivateSettingsFil
 from connectors.tools.loader import ensure_topic
 from connectors.tools.verify import ProgressCallback, VerifyReport, committed_record_count, verify
 from twophase import failpoints
+from twophase.checkpoint import wall_clock_ms
 from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
@@ -214,10 +215,6 @@ class ReplayResult:
         }
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class Replay:
     """Runs the scenario matrix of :class:`ReplayOptions`; see the module docstring."""
 
@@ -301,7 +298,7 @@ class Replay:
         if reason is not None:
             self._event(f"{name}: {reason}")
             return ScenarioResult(name, fault, SKIPPED, reason)
-        result = ScenarioResult(name, fault, INCONCLUSIVE, "", started_ms=_now_ms())
+        result = ScenarioResult(name, fault, INCONCLUSIVE, "", started_ms=wall_clock_ms())
         result.output_topic = f"{opts.output_prefix}-{name.replace('_', '-')}"
         # A topic created just now is empty (and may not answer offset requests yet).
         if not ensure_topic(self.clients, result.output_topic, partitions).created and \
@@ -332,7 +329,7 @@ class Replay:
         if not opts.template.writes_metrics:
             result.notes.append("the job command has no {metrics_file}: no checkpoint timings")
         self._verify(result)
-        result.ended_ms = _now_ms()
+        result.ended_ms = wall_clock_ms()
         if name == "baseline" and result.status == PASSED:
             run = result.runs[-1]
             first = metrics.first_commit_after(run.start_ms)
@@ -487,10 +484,10 @@ class Replay:
                 time.sleep(step["broker_restart_after_s"])
                 if run.running():
                     assert opts.broker is not None and opts.broker.restart is not None
-                    down = _now_ms()
+                    down = wall_clock_ms()
                     self._event(f"{name}: restarting the broker ({opts.broker.origin})")
                     opts.broker.restart(opts.broker_downtime_s)
-                    up = _now_ms()
+                    up = wall_clock_ms()
                     run.result.mark_fault(down, up)
                     # The broker's own stop and start add to the planned downtime: say what it was.
                     result.fault = (f"broker restart {step['broker_restart_after_s']:.1f} s after "
@@ -566,15 +563,15 @@ class Replay:
         input, so it cannot finish first). A run that fails meanwhile is the scenario's failure."""
         opts = self.options
         assert opts.broker is not None and opts.broker.bounce is not None
-        started = _now_ms()
+        started = wall_clock_ms()
         for node_id in order:
             if not run.running():
                 result.notes.append(f"run {number}: ended during the rolling restart, before node {node_id}")
                 break
             self._event(f"{name}: SIGKILL node {node_id} and restart it ({opts.broker.origin})")
             opts.broker.bounce(node_id, opts.broker_downtime_s)
-        run.result.mark_fault(started, _now_ms())
-        result.fault += f"; all done in {(_now_ms() - started) / 1000:.1f} s"
+        run.result.mark_fault(started, wall_clock_ms())
+        result.fault += f"; all done in {(wall_clock_ms() - started) / 1000:.1f} s"
 
     @staticmethod
     def _failpoint_hit(run: RunResult, failpoint: str) -> bool:

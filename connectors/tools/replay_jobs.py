@@ -47,7 +47,6 @@ import string
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -55,6 +54,7 @@ from typing import Mapping
 from connectors.tools.client_settings import masked_argv
 from connectors.tools.errors import JobTemplateError
 from twophase import failpoints
+from twophase.checkpoint import wall_clock_ms
 
 log = logging.getLogger(__name__)
 
@@ -225,11 +225,6 @@ class RunResult:
     pid: int | None = None
 
     @property
-    def died_abruptly(self) -> bool:
-        """Ended by SIGKILL or a failpoint's ``os._exit``: no cleanup ran (not a hang we killed)."""
-        return not self.timed_out and self.exit_code in (-signal.SIGKILL, failpoints.EXIT_CODE)
-
-    @property
     def succeeded(self) -> bool:
         return self.exit_code == 0 and not self.killed and not self.timed_out
 
@@ -255,10 +250,6 @@ class RunResult:
             return "(no log)"
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 def failpoints_fired(log_text: str) -> list[str]:
     """The failpoints a run's log shows fired, in order, each firing once although its line may
     be there twice (from the job's logger and appended by the failpoint)."""
@@ -277,7 +268,7 @@ class JobRun:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         # What is recorded and logged shows no secret client setting (the job gets them all).
         shown = masked_argv(argv)
-        self.result = RunResult(shown, dict(env_overrides), log_path, start_ms=_now_ms())
+        self.result = RunResult(shown, dict(env_overrides), log_path, start_ms=wall_clock_ms())
         log_path.write_bytes(f"$ {shlex.join(shown)}  # env {dict(env_overrides)}\n".encode())
         # Append mode: every write of the job lands at the end, after any line a failpoint appended.
         with open(log_path, "ab") as out:
@@ -297,7 +288,7 @@ class JobRun:
         """SIGKILL the run's whole process group; False if it had already exited."""
         if self._process.poll() is not None:
             return False
-        now = _now_ms()
+        now = wall_clock_ms()
         try:
             # The group id is the pid: the run was started as a session leader.
             os.killpg(self._process.pid, signal.SIGKILL)
@@ -320,7 +311,7 @@ class JobRun:
             self.result.timed_out = True
             self._process.wait()
         result = self.result
-        result.end_ms = _now_ms()
+        result.end_ms = wall_clock_ms()
         result.exit_code = self._process.returncode
         text = result.log_path.read_text(errors="replace") if result.log_path.exists() else ""
         result.failpoints_fired = failpoints_fired(text)

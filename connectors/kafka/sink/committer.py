@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Sequence
 
 from connectors.kafka.clients import KafkaClients, TransactionControl
@@ -36,6 +35,7 @@ from connectors.kafka.errors import (
 )
 from connectors.kafka.sink.committable import KafkaCommittable
 from connectors.kafka.sink.config import KafkaSinkConfig
+from twophase.checkpoint import wall_clock_ms
 from twophase.transaction_endings import Ending
 
 log = logging.getLogger(__name__)
@@ -47,10 +47,6 @@ _GONE = (ProducerFencedError, InvalidProducerEpochError, InvalidTxnStateError, T
 LOST_WHAT_HAPPENED = "aborted by the broker before commit, e.g. past transaction.timeout.ms"
 LOST_PREVENTION = ("keep commits and restarts within transaction.timeout.ms, or raise it (eos.transactionTimeoutMs, "
                    "at most the brokers' transaction.max.timeout.ms)")
-
-
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class KafkaTransactionCommitter:

@@ -4,7 +4,6 @@ guarantees. Runs wherever records are produced (the in-process sink, a Spark tas
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -13,6 +12,7 @@ from connectors.kafka.sink.committable import KafkaCommittable
 from connectors.kafka.sink.config import DeliveryGuarantee, KafkaSinkConfig
 from connectors.kafka.errors import KafkaConnectorError
 from connectors.kafka.sink.internal.producer_pool import PRODUCERS, PreparedProducer
+from twophase.checkpoint import wall_clock_ms
 from twophase.errors import InvalidTypeError, InvalidValueError
 
 log = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ class KafkaTransactionWriter:
         self.checkpoint_id = checkpoint_id
         self.record_count = 0
         self.partitions: set[TopicPartition] = set()
-        self.begin_timestamp_ms = int(time.time() * 1000)
+        self.begin_timestamp_ms = wall_clock_ms()
         self._clients = clients
         self.identity: ProducerIdentity | None = None
         self._producer: ProducerClient | None = producer
@@ -131,7 +131,7 @@ class KafkaTransactionWriter:
                 # Initialising fenced any earlier producer of this id (a zombie attempt) and
                 # aborted its transaction. The identity is read at pre-commit, when it costs no wait.
                 self._producer = prepared.take(self.config.flush_timeout_s)
-                self.begin_timestamp_ms = int(time.time() * 1000)
+                self.begin_timestamp_ms = wall_clock_ms()
                 log.debug("transaction %s begun for checkpoint %d", self.transactional_id, self.checkpoint_id)
             else:
                 self._producer = self._clients.producer(None, dict(self.config.client_config))
