@@ -13,6 +13,7 @@ from connectors.kafka.sink.config import KafkaSinkConfig
 from connectors.kafka.errors import TransactionLostError
 from connectors.kafka.sink.kafka_sink import KafkaSink
 from connectors.kafka.sink.writer import ProducerRecord
+from connectors.tools import jobs
 from kafka_io import (
     assert_exactly_once,
     copied_id,
@@ -28,7 +29,7 @@ from twophase.coordinator import CheckpointCoordinator
 from twophase.lifecycle import CommitLifecycle
 from twophase.participants import RestoredState
 
-JOB = Path(__file__).resolve().parent.parent / "examples" / "copy_pipeline.py"
+JOB = Path(jobs.__file__).resolve().parent / "copy_pipeline.py"
 RECORDS = 3000
 
 SCENARIOS = {
