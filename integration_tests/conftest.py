@@ -68,7 +68,7 @@ from connectors.kafka.authorization import source_acls, sink_acls
 from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients import KafkaClients
 from connectors.tools.broker import find_broker
-from connectors.tools.errors import NoBrokerError
+from connectors.tools.tool_errors import NoBrokerError
 from kafka_testkit.acl_admin import AclAdmin
 from connectors.kafka.clients.embedded_cluster import FAKE_SCHEME
 
@@ -259,7 +259,7 @@ def kafka39_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
     if external:
         yield external
         return
-    from connectors.tools.brokers.errors import BrokerStartError
+    from connectors.tools.brokers.broker_errors import BrokerStartError
     from connectors.tools.brokers.kafka_distribution import MavenKafka
     from connectors.tools.brokers.local_broker import LocalKafkaBroker
 
@@ -362,7 +362,7 @@ def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredC
     from connectors.tools.brokers.local_broker import LocalBrokerError
     from kafka_testkit.secured_broker import SecuredKafkaBroker
     from connectors.tools.broker import OWN_BROKER_TXN_CLEANUP_MS, TXN_CLEANUP_INTERVAL_KEY
-    from connectors.tools.brokers.errors import BrokerStartError
+    from connectors.tools.brokers.broker_errors import BrokerStartError
 
     try:
         distribution = from_environment(kafka_home)

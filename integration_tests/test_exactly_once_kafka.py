@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from connectors.kafka.sink.config import KafkaSinkConfig
-from connectors.kafka.errors import TransactionLostError
+from connectors.kafka.kafka_errors import TransactionLostError
 from connectors.kafka.sink.kafka_sink import KafkaSink
 from connectors.kafka.sink.writer import ProducerRecord
 from connectors.tools import jobs

@@ -41,7 +41,7 @@ _FORGET_BOUND_S = 120.0
 def forgetful_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Kafka from Maven Central that expires idle transactional ids after 4 s and aborts timed-out
     transactions within a second."""
-    from connectors.tools.brokers.errors import BrokerStartError
+    from connectors.tools.brokers.broker_errors import BrokerStartError
     from connectors.tools.brokers.kafka_distribution import MavenKafka
     from connectors.tools.brokers.local_broker import LocalKafkaBroker
 

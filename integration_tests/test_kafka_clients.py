@@ -26,7 +26,7 @@ from kafka_testkit.kafka_conformance import (
 )
 
 from connectors.kafka.clients import KafkaClients, ProducerIdentity
-from connectors.kafka.errors import RecordTooLargeError
+from connectors.kafka.kafka_errors import RecordTooLargeError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TXN_TIMEOUT_MS = "60000"

@@ -46,7 +46,7 @@ from connectors.kafka.sink.committable import KafkaCommittable
 from connectors.kafka.sink.committer import KafkaTransactionCommitter
 from connectors.kafka.sink.committing_participant import KafkaCommittingParticipant
 from connectors.kafka.sink.config import KafkaSinkConfig
-from connectors.kafka.errors import TransactionLostError
+from connectors.kafka.kafka_errors import TransactionLostError
 from twophase.transaction_endings import EndRequest, end_transactions, settle
 
 #: Kafka's last epoch before a rollover (Short.MAX_VALUE - 1); InitProducerId past it gives a new

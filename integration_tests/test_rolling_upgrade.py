@@ -36,7 +36,7 @@ _RETRY = BrokerRetryPolicy(timeout_ms=120_000)
 
 @pytest.fixture(scope="module")
 def cluster_39(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from connectors.tools.brokers.errors import BrokerStartError
+    from connectors.tools.brokers.broker_errors import BrokerStartError
     from connectors.tools.brokers.kafka_distribution import MavenKafka
     from connectors.tools.brokers.local_cluster import LocalKafkaCluster
 

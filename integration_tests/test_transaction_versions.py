@@ -36,7 +36,7 @@ from kafka_testkit.kafka_conformance import (
 
 from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients import KafkaClients
-from connectors.kafka.errors import InvalidTxnStateError, ProducerFencedError
+from connectors.kafka.kafka_errors import InvalidTxnStateError, ProducerFencedError
 
 #: The broker fixture, and the transaction version the case is about (the kit starts Kafka 4.x,
 #: which finalises 2, and 3.9 from Maven Central; a broker given from outside is checked).

@@ -34,7 +34,7 @@ from connectors.kafka.clients import (
     TopicPartition,
     TransactionControl,
 )
-from connectors.kafka.errors import (
+from connectors.kafka.kafka_errors import (
     InvalidTxnStateError,
     OffsetOutOfRangeError,
     ProducerFencedError,

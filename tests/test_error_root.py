@@ -1,5 +1,5 @@
 """Every error the kit raises derives from one root, and each package keeps its errors in its own
-``errors.py``; Spark's wrapped failures are searched for them by the root's class names."""
+errors module (``twophase/errors.py``, ``connectors/kafka/kafka_errors.py``, ...); Spark's wrapped failures are searched for them by the root's class names."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from connectors.kafka.errors import DataLossError, KafkaConnectorError, TransactionLostError
+from connectors.kafka.kafka_errors import DataLossError, KafkaConnectorError, TransactionLostError
 from twophase.errors import KafkaEosError, UnrecoverableCommitError
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("twophase", "connectors")
-ERROR_MODULES = {"twophase/errors.py", "connectors/kafka/errors.py", "connectors/spark/errors.py",
-                 "connectors/monitoring/errors.py", "connectors/tools/errors.py", "connectors/tools/brokers/errors.py"}
+ERROR_MODULES = {"twophase/errors.py", "connectors/kafka/kafka_errors.py", "connectors/spark/spark_errors.py",
+                 "connectors/monitoring/monitoring_errors.py", "connectors/tools/tool_errors.py", "connectors/tools/brokers/broker_errors.py"}
 # Test fault injection, not an error of the kit (it leaves the product path with the executor's
 # write task).
 NOT_THE_KITS = {"InjectedTaskFailure"}
@@ -41,7 +41,7 @@ def _exception_classes() -> list[tuple[str, str]]:
 def test_every_exception_of_the_kit_is_under_the_root_and_in_an_errors_module(where, name):
     module = importlib.import_module(where[:-3].replace("/", "."))
     assert issubclass(getattr(module, name), KafkaEosError)
-    assert where in ERROR_MODULES, f"{name} belongs in its package's errors.py"
+    assert where in ERROR_MODULES, f"{name} belongs in its package's errors module"
 
 
 def test_kafka_errors_are_connector_errors():
@@ -56,7 +56,7 @@ def test_kit_error_lines_finds_the_kits_errors_by_class_name():
     from connectors.spark.failures import kit_error_lines
 
     text = ("Traceback (most recent call last):\n"
-            "connectors.spark.errors.LostStateError: the query committed batch 7 that the state dir lacks\n"
+            "connectors.spark.spark_errors.LostStateError: the query committed batch 7 that the state dir lacks\n"
             "twophase.errors.CheckpointCommitError: checkpoint 3 is stored but ...\n"
             "somelib.errors.LostStateError: not ours, another library's class of the same name\n"
             "ValueError: not ours either\n")
@@ -127,7 +127,7 @@ def test_the_general_errors_keep_their_builtin_base(error, builtin):
 
 
 def test_an_option_error_is_an_invalid_value():
-    from connectors.spark.errors import KafkaEosOptionError
+    from connectors.spark.spark_errors import KafkaEosOptionError
     from twophase.errors import InvalidValueError
 
     assert issubclass(KafkaEosOptionError, InvalidValueError) and issubclass(KafkaEosOptionError, ValueError)

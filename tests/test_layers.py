@@ -72,11 +72,11 @@ def test_no_import_runs_up_a_layer_or_into_the_test_kit(path: Path) -> None:
 
 def test_the_check_sees_an_import_that_runs_up(tmp_path: Path) -> None:
     source = tmp_path / "failures.py"
-    source.write_text("import connectors.kafka.errors\n\n\ndef f():\n    from connectors.tools import errors\n"
+    source.write_text("import connectors.kafka.kafka_errors\n\n\ndef f():\n    from connectors.tools import tool_errors\n"
                       "    import kafka_testkit.memory_system\n")
     found = violations("connectors.spark.failures", source)
     assert found == [
-        "connectors.spark.failures:5 imports connectors.tools.errors, from connectors.spark (layer 2) up to "
+        "connectors.spark.failures:5 imports connectors.tools.tool_errors, from connectors.spark (layer 2) up to "
         "connectors.tools (layer 4)",
         "connectors.spark.failures:6 imports the test kit (kafka_testkit.memory_system)",
     ]

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from connectors.kafka.errors import KafkaAuthorizationError
+from connectors.kafka.kafka_errors import KafkaAuthorizationError
 
 # Kafka's resource types (org.apache.kafka.common.resource.ResourceType) and pattern types.
 TOPIC = "TOPIC"

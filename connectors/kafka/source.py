@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 from connectors.kafka.clients.broker_retry import BrokerRetryPolicy, RetryingClusterAdmin
 from connectors.kafka.clients import ClusterAdmin, ConsumedRecord, KafkaClients, RecordReader, TopicPartition
 from connectors.kafka.clients.factory import clients_for
-from connectors.kafka.errors import DataLossError, UnknownTopicError
+from connectors.kafka.kafka_errors import DataLossError, UnknownTopicError
 from twophase.participants import ResettableSource
 from twophase.errors import InvalidValueError
 

@@ -29,12 +29,12 @@ from connectors.kafka.sink.committable import KafkaCommittable
 from connectors.kafka.sink.config import DEFAULT_RESTART_BUDGET_MS, DEFAULT_TRANSACTION_TIMEOUT_MS
 from connectors.kafka.source import from_offsets, to_offsets
 from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
-from connectors.spark.errors import QueryCheckpointError
+from connectors.spark.spark_errors import QueryCheckpointError
 from connectors.spark.options import state_dir_under
 from connectors.kafka.sink.statistics import KafkaSinkSettings
 from connectors.spark.sink_driver import SINK_PARTICIPANT
 from connectors.spark.query_checkpoint import OFFSET_LOG, read_query_checkpoint
-from connectors.monitoring.errors import StatusUnavailableError
+from connectors.monitoring.monitoring_errors import StatusUnavailableError
 from twophase.checkpoint import wall_clock_ms
 from twophase.checkpoint_statistics import CheckpointStatistics, retained_statistics
 from twophase.checkpoint_store import FileCheckpointStore

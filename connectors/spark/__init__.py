@@ -12,7 +12,7 @@ import os
 from pyspark.sql import SparkSession
 
 from connectors.spark.datasource import FORMAT, KafkaEosDataSource
-from connectors.spark.errors import SpeculationNotSupportedError
+from connectors.spark.spark_errors import SpeculationNotSupportedError
 
 
 def register(spark: SparkSession) -> None:
@@ -58,7 +58,7 @@ def _check_driver_python(spark: SparkSession) -> None:
     unpacks the archive in each executor's working folder (and, in cluster deploy mode, the
     driver's); in client mode the driver's working folder lacks ``./environment`` unless the user
     unpacked it there, and every planning step would fail with ``Cannot run program``."""
-    from connectors.spark.errors import WorkerPythonError
+    from connectors.spark.spark_errors import WorkerPythonError
 
     try:
         context = spark.sparkContext

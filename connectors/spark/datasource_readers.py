@@ -26,7 +26,7 @@ from pyspark.sql.streaming.datasource import (
 from connectors.kafka.clients.broker_retry import RetryingClusterAdmin
 from connectors.kafka.clients import KafkaClients, RecordReader, TopicPartition
 from connectors.kafka.clients.factory import clients_for
-from connectors.kafka.errors import DataLossError, OffsetOutOfRangeError
+from connectors.kafka.kafka_errors import DataLossError, OffsetOutOfRangeError
 from connectors.kafka.reader_pool import READERS
 from connectors.kafka.source import KafkaOffsetPlanner, from_offsets, plan_ranges, reader_client_config, to_offsets
 from connectors.spark.gc_pause import gc_paused

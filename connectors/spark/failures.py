@@ -31,8 +31,8 @@ import re
 
 # The errors of every package whose code runs in a query (the CLI's and the monitoring's never
 # do), so that the root's subclasses below are all defined.
-import connectors.kafka.errors  # noqa: F401
-import connectors.spark.errors  # noqa: F401
+import connectors.kafka.kafka_errors  # noqa: F401
+import connectors.spark.spark_errors  # noqa: F401
 from twophase.errors import KafkaEosError
 
 # How Python prints an exception's last line: its qualified class name, then its message.

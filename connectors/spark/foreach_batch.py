@@ -47,7 +47,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from connectors.spark import use_session_python
 from connectors.spark.foreach_batch_write import write_dataframe
-from connectors.spark.errors import KafkaEosOptionError, QueryCheckpointError
+from connectors.spark.spark_errors import KafkaEosOptionError, QueryCheckpointError
 from connectors.spark.options import SinkOptions, parse_sink_options, state_dir_under
 from connectors.spark.query_checkpoint import read_query_checkpoint
 from connectors.spark.sink_driver import BatchContext, check_guardrails

@@ -23,7 +23,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from connectors.spark import use_session_python
-from connectors.spark.errors import WorkerPythonError
+from connectors.spark.spark_errors import WorkerPythonError
 from connectors.spark.failures import missing_kit_module, worker_python_message
 from connectors.spark.options import SinkOptions
 from connectors.spark.sink_driver import BatchContext, SparkSinkDriver

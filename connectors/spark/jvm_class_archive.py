@@ -28,7 +28,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from connectors.spark.errors import ClassArchiveError
+from connectors.spark.spark_errors import ClassArchiveError
 
 log = logging.getLogger(__name__)
 

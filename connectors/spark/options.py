@@ -40,7 +40,7 @@ from connectors.kafka.source import (
     parse_offsets_json,
     unique_group_id,
 )
-from connectors.spark.errors import KafkaEosOptionError
+from connectors.spark.spark_errors import KafkaEosOptionError
 from twophase.state_storage import canonical_location
 from twophase.errors import UnsupportedStateLocationError
 
@@ -183,7 +183,7 @@ def _client_config(options: Mapping[str, str]) -> dict[str, str]:
     node, where the clients convert them; see connectors/kafka/clients/java_client_settings.py)."""
     # Imported here: this function is the one place of this module that knows the clients' settings.
     from connectors.kafka.clients.java_client_settings import check_client_config
-    from connectors.kafka.errors import UnsupportedClientSettingError
+    from connectors.kafka.kafka_errors import UnsupportedClientSettingError
 
     config = {}
     for key, value in options.items():

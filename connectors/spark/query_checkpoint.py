@@ -17,7 +17,7 @@ import json
 import logging
 from dataclasses import dataclass
 
-from connectors.spark.errors import QueryCheckpointError
+from connectors.spark.spark_errors import QueryCheckpointError
 from twophase.state_storage import open_state_storage
 
 log = logging.getLogger(__name__)

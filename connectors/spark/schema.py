@@ -17,7 +17,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from connectors.spark.errors import SinkSchemaError
+from connectors.spark.spark_errors import SinkSchemaError
 
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 

@@ -29,7 +29,7 @@ import threading
 import time
 
 from connectors.spark.batch_context import BatchContext
-from connectors.spark.errors import ForeignStateError, LostStateError
+from connectors.spark.spark_errors import ForeignStateError, LostStateError
 from connectors.spark.options import SinkOptions
 from connectors.spark.query_checkpoint import COMMIT_LOG, read_query_checkpoint
 from connectors.kafka.sink.committable import COMMITTABLE_VERSION

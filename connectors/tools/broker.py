@@ -51,8 +51,8 @@ from tenacity import (
 
 from connectors.kafka.clients.factory import clients_for, registered_scheme
 from connectors.kafka.clients import SimulatedCluster
-from connectors.kafka.errors import RetriableKafkaError
-from connectors.tools.errors import BrokerUnreachableError, LauncherUnavailableError, NoBrokerError
+from connectors.kafka.kafka_errors import RetriableKafkaError
+from connectors.tools.tool_errors import BrokerUnreachableError, LauncherUnavailableError, NoBrokerError
 from twophase.errors import InvalidValueError, KafkaEosError
 
 log = logging.getLogger(__name__)

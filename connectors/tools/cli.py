@@ -42,7 +42,7 @@ from rich.table import Table
 from rich.text import Text
 
 from connectors.kafka.clients.factory import clients_for
-from connectors.kafka.errors import BrokerUnavailableError, KafkaConnectorError, UnknownTopicError
+from connectors.kafka.kafka_errors import BrokerUnavailableError, KafkaConnectorError, UnknownTopicError
 from connectors.tools.broker import (
     KAFKA_VERSION_ENV,
     REAL_BROKER_HELP,
@@ -51,8 +51,8 @@ from connectors.tools.broker import (
     cluster_broker,
     find_broker,
 )
-from connectors.monitoring.errors import StatusUnavailableError
-from connectors.tools.errors import (
+from connectors.monitoring.monitoring_errors import StatusUnavailableError
+from connectors.tools.tool_errors import (
     BrokerUnreachableError,
     IdFieldError,
     IdSpecError,
@@ -601,7 +601,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_jvm_class_archive(args: argparse.Namespace) -> int:
     from connectors.spark.jvm_class_archive import create, java_options
-    from connectors.spark.errors import ClassArchiveError
+    from connectors.spark.spark_errors import ClassArchiveError
 
     try:
         archive = create(args.path, master=args.master)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from connectors.tools.errors import ClientSettingsError
+from connectors.tools.tool_errors import ClientSettingsError
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from typing import Callable, Mapping, Sequence
 
 from connectors.kafka.clients.factory import clients_for
 from connectors.tools.broker import Broker, check_reachable, embedded_broker, find_broker
-from connectors.tools.errors import NoBrokerError
+from connectors.tools.tool_errors import NoBrokerError
 from connectors.tools.replay_jobs import JobTemplate
 from connectors.tools.loader import load_input
 from connectors.tools.replay import DEMO_SCENARIOS, Replay, ReplayOptions, ReplayResult

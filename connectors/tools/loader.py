@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 
 from connectors.kafka.clients import KafkaClients
-from connectors.kafka.errors import KafkaConnectorError
+from connectors.kafka.kafka_errors import KafkaConnectorError
 from connectors.tools.broker import retry_transient
 from connectors.tools.verify import ProgressCallback
 from twophase.errors import InvalidValueError

@@ -73,7 +73,7 @@ from connectors.tools.broker import (
     retry_transient,
 )
 from connectors.tools.client_settings import masked
-from connectors.tools.errors import UsageError
+from connectors.tools.tool_errors import UsageError
 from connectors.tools.job_metrics import CheckpointEvent, JobMetrics, read_metrics
 from connectors.tools.replay_jobs import JobRun, JobTemplate, PrivateSettingsFile, RunResult
 from connectors.tools.loader import ensure_topic

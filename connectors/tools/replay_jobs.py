@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Mapping
 
 from connectors.tools.client_settings import masked_argv
-from connectors.tools.errors import JobTemplateError
+from connectors.tools.tool_errors import JobTemplateError
 from twophase import failpoints
 from twophase.checkpoint import wall_clock_ms
 

@@ -46,9 +46,9 @@ from typing import Any, Callable
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from connectors.kafka.clients import ConsumedRecord, KafkaClients, TopicPartition
-from connectors.kafka.errors import UnknownTopicError
+from connectors.kafka.kafka_errors import UnknownTopicError
 from connectors.tools.broker import is_transient, retry_transient
-from connectors.tools.errors import IdFieldError, IdSpecError, TopicNotFoundError
+from connectors.tools.tool_errors import IdFieldError, IdSpecError, TopicNotFoundError
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ address: ``confluent_clients.RealKafkaClients`` (librdkafka for the data path, k
 ``clients/_kafka_python/transaction_control.py`` for the transaction control plane that librdkafka lacks), or one registered for
 an address scheme, such as the kit's embedded test cluster (``fake-kafka://<file>``).
 
-Errors crossing the seam are the types of ``errors.py``, never a client library's own.
+Errors crossing the seam are the types of ``connectors/kafka/kafka_errors.py``, never a client library's own.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
-from connectors.kafka.errors import KafkaConnectorError
+from connectors.kafka.kafka_errors import KafkaConnectorError
 
 Headers = Sequence[tuple[str, bytes | None]]
 

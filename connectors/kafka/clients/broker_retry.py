@@ -23,7 +23,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 from tenacity import wait_exponential
 
 from connectors.kafka.clients import ClusterAdmin, OffsetSpec, TopicPartition
-from connectors.kafka.errors import KafkaUnreachableError, RetriableKafkaError
+from connectors.kafka.kafka_errors import KafkaUnreachableError, RetriableKafkaError
 from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)

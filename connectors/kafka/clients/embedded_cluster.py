@@ -60,7 +60,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Mapping, Sequence
 
-from connectors.kafka import errors
+from connectors.kafka import kafka_errors as errors
 from connectors.kafka.clients import (
     TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,

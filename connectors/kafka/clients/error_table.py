@@ -22,7 +22,7 @@ from __future__ import annotations
 import kafka.errors as kafka_errors
 
 from connectors.kafka.authorization import AUTHORIZATION_ERROR_NAMES, Denied
-from connectors.kafka.errors import (
+from connectors.kafka.kafka_errors import (
     BrokerUnavailableError,
     InvalidProducerEpochError,
     InvalidTxnStateError,

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from connectors.kafka.errors import UnsupportedClientSettingError
+from connectors.kafka.kafka_errors import UnsupportedClientSettingError
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"

@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 from connectors.kafka.clients import jaas, keystores
 from connectors.kafka.clients.keystores import KeyStore, TrustStore
-from connectors.kafka.errors import UnsupportedClientSettingError
+from connectors.kafka.kafka_errors import UnsupportedClientSettingError
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from connectors.kafka.errors import UnsupportedClientSettingError
+from connectors.kafka.kafka_errors import UnsupportedClientSettingError
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ import threading
 from typing import Sequence
 
 from connectors.kafka.clients import KafkaClients, TransactionControl
-from connectors.kafka.errors import (
+from connectors.kafka.kafka_errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     KafkaConnectorError,

@@ -32,7 +32,7 @@ from connectors.kafka.authorization import PREFIXED, TRANSACTIONAL_ID, authoriza
 from connectors.kafka.clients.broker_retry import BrokerRetryPolicy, RetryingClusterAdmin
 from connectors.kafka.clients import KafkaClients
 from connectors.kafka.sink.config import KafkaSinkConfig
-from connectors.kafka.errors import KafkaAuthorizationError, TransactionTimeoutRefusedError, UnknownTopicError
+from connectors.kafka.kafka_errors import KafkaAuthorizationError, TransactionTimeoutRefusedError, UnknownTopicError
 from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
 from connectors.kafka.sink.writer import KafkaTransactionWriter
 from twophase.errors import InvalidValueError

@@ -21,7 +21,7 @@ from connectors.kafka.sink.committable import KafkaCommittable
 from connectors.kafka.sink.committer import KafkaTransactionCommitter
 from connectors.kafka.sink.committing_participant import KafkaCommittingParticipant
 from connectors.kafka.sink.config import KafkaSinkConfig, default_transactional_id_prefix
-from connectors.kafka.errors import KafkaConnectorError
+from connectors.kafka.kafka_errors import KafkaConnectorError
 from connectors.kafka.sink.guardrails import check_sink
 from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
 from connectors.kafka.sink.writer import KafkaTransactionWriter, ProducerRecord

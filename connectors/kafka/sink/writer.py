@@ -10,7 +10,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from connectors.kafka.clients import KafkaClients, ProduceBatch, ProducerClient, ProducerIdentity, TopicPartition
 from connectors.kafka.sink.committable import KafkaCommittable
 from connectors.kafka.sink.config import DeliveryGuarantee, KafkaSinkConfig
-from connectors.kafka.errors import KafkaConnectorError
+from connectors.kafka.kafka_errors import KafkaConnectorError
 from connectors.kafka.sink.internal.producer_pool import PRODUCERS, PreparedProducer
 from twophase.checkpoint import wall_clock_ms
 from twophase.errors import InvalidTypeError, InvalidValueError

@@ -24,7 +24,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Mapping
 
-from connectors.tools.brokers.errors import KafkaDistributionError, MavenUnavailableError
+from connectors.tools.brokers.broker_errors import KafkaDistributionError, MavenUnavailableError
 from connectors.tools.brokers.maven_artifacts import (
     ResolvedJars,
     pick_version,

@@ -33,7 +33,7 @@ from typing import Mapping
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from connectors.tools.brokers.errors import LocalBrokerError
+from connectors.tools.brokers.broker_errors import LocalBrokerError
 from connectors.tools.brokers.kafka_distribution import KafkaDistribution, KafkaDistributionError, MavenKafka, as_distribution
 
 log = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ from typing import Mapping
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from connectors.tools.brokers.errors import BrokerStartError, NoClusterError
+from connectors.tools.brokers.broker_errors import BrokerStartError, NoClusterError
 from connectors.tools.brokers.kafka_distribution import VERSION_ENV, KafkaDistribution, as_distribution, from_environment
 from connectors.tools.brokers.local_broker import LocalBrokerError, LocalKafkaBroker, _cluster_id
 

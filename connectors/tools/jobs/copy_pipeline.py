@@ -32,7 +32,7 @@ from connectors.kafka.sink.config import (
     DeliveryGuarantee,
     KafkaSinkConfig,
 )
-from connectors.kafka.errors import KafkaConnectorError
+from connectors.kafka.kafka_errors import KafkaConnectorError
 from connectors.kafka.sink.kafka_sink import KafkaSink
 from connectors.kafka.source import KafkaSource, KafkaSourceConfig
 from connectors.kafka.sink.writer import ProducerRecord

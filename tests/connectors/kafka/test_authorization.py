@@ -20,7 +20,7 @@ from connectors.kafka.authorization import (
 )
 from connectors.kafka.sink.config import KafkaSinkConfig
 from connectors.kafka.clients._confluent.producer import _TransactionErrorLog
-from connectors.kafka.errors import KafkaAuthorizationError, TransactionTimeoutRefusedError
+from connectors.kafka.kafka_errors import KafkaAuthorizationError, TransactionTimeoutRefusedError
 from connectors.kafka.sink.guardrails import check_sink, probe_transactional_id
 from connectors.kafka.clients._confluent.librdkafka import map_kafka_error
 from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
@@ -110,8 +110,8 @@ def test_kit_error_lines_are_found_in_spark_exception_text():
     text = ("pyspark.errors.exceptions.captured.StreamingQueryException: [STREAM_FAILED] Query terminated with "
             "exception: [PYTHON_EXCEPTION] An exception was thrown from the Python worker: Traceback (most recent "
             "call last):\n  File \"x.py\", line 1, in f\n"
-            "connectors.kafka.errors.KafkaAuthorizationError: principal User:app needs READ on topic 'in' (...)\n"
-            " SQLSTATE: 38000\nTraceback:\nconnectors.kafka.errors.KafkaAuthorizationError: principal User:app "
+            "connectors.kafka.kafka_errors.KafkaAuthorizationError: principal User:app needs READ on topic 'in' (...)\n"
+            " SQLSTATE: 38000\nTraceback:\nconnectors.kafka.kafka_errors.KafkaAuthorizationError: principal User:app "
             "needs READ on topic 'in' (...)\nValueError: not ours\n")
     assert kit_error_lines(text) == ["principal User:app needs READ on topic 'in' (...)"]
     assert kit_error_lines(RuntimeError("nothing of the kit")) == []

@@ -9,7 +9,7 @@ from connectors.kafka.clients.broker_retry import BrokerRetryPolicy, RetryingClu
 from connectors.kafka.clients import ProducerIdentity, TopicPartition
 from connectors.kafka.sink.config import KafkaSinkConfig
 from connectors.kafka.clients._confluent.librdkafka import map_kafka_error
-from connectors.kafka.errors import (
+from connectors.kafka.kafka_errors import (
     BrokerUnavailableError,
     KafkaUnreachableError,
     UnknownTopicError,
@@ -210,7 +210,7 @@ def test_an_invalid_listed_offset_is_transient_never_a_position():
     from concurrent.futures import Future
 
     from connectors.kafka.clients._confluent.admin import ConfluentClusterAdmin
-    from connectors.kafka.errors import RetriableKafkaError
+    from connectors.kafka.kafka_errors import RetriableKafkaError
 
     class Listed:
         def __init__(self, offset):

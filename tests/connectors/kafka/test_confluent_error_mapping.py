@@ -7,7 +7,7 @@ from confluent_kafka import KafkaError
 from connectors.kafka.clients._confluent.librdkafka import map_kafka_error
 from connectors.kafka.clients._kafka_python.transaction_control import _map_error_code
 from connectors.kafka.clients.embedded_cluster import _injected_error
-from connectors.kafka.errors import (
+from connectors.kafka.kafka_errors import (
     BrokerUnavailableError,
     InvalidProducerEpochError,
     InvalidTxnStateError,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from connectors.kafka import errors
+from connectors.kafka import kafka_errors as errors
 from connectors.kafka.clients import TIMESTAMP_LOG_APPEND_TIME, ProducerIdentity, TopicPartition
 from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients.embedded_cluster import FakeKafkaClients, FakeProducer

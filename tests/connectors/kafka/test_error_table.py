@@ -9,7 +9,7 @@ import kafka.errors as kafka_errors
 import pytest
 
 from connectors.kafka.clients.error_table import BROKER_ERROR_NAMES, error_type, is_stale_metadata, kafka_error
-from connectors.kafka.errors import (
+from connectors.kafka.kafka_errors import (
     BrokerUnavailableError,
     InvalidProducerEpochError,
     InvalidTxnStateError,

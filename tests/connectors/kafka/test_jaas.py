@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from connectors.kafka.clients.jaas import librdkafka_sasl_settings, parse_jaas
-from connectors.kafka.errors import UnsupportedClientSettingError
+from connectors.kafka.kafka_errors import UnsupportedClientSettingError
 
 OAUTH = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 

@@ -24,7 +24,7 @@ from connectors.kafka.clients.java_client_settings import (
     translate,
 )
 from connectors.kafka.clients.murmur2 import java_partition, murmur2, to_positive
-from connectors.kafka.errors import UnsupportedClientSettingError
+from connectors.kafka.kafka_errors import UnsupportedClientSettingError
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "options.md"
 SCRAM = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="app" password="pw";'
@@ -341,7 +341,7 @@ def test_unsupported_settings_fail_where_clients_are_built():
 
 
 def test_the_spark_options_check_the_settings_early():
-    from connectors.spark.errors import KafkaEosOptionError
+    from connectors.spark.spark_errors import KafkaEosOptionError
     from connectors.spark.options import parse_source_options
 
     parsed = parse_source_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t",

@@ -13,7 +13,7 @@ from connectors.kafka.clients._kafka_python.settings import (
     UnsecuredJwtTokenProvider,
     kafka_python_config,
 )
-from connectors.kafka.errors import UnsupportedClientSettingError
+from connectors.kafka.kafka_errors import UnsupportedClientSettingError
 from connectors.kafka.clients._kafka_python.transaction_control import KafkaPythonTransactionControl
 from kafka_testkit.token_endpoint import TokenEndpoint
 

@@ -6,7 +6,7 @@ import pytest
 
 from connectors.kafka.sink.committable import KafkaCommittable
 from connectors.kafka.sink.config import DeliveryGuarantee, KafkaSinkConfig
-from connectors.kafka.errors import RecordTooLargeError, RetriableKafkaError, TransactionLostError
+from connectors.kafka.kafka_errors import RecordTooLargeError, RetriableKafkaError, TransactionLostError
 from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
 from connectors.kafka.sink.committer import KafkaTransactionCommitter
 from connectors.kafka.sink.committing_participant import KafkaCommittingParticipant

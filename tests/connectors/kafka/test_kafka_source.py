@@ -5,7 +5,7 @@ import pytest
 from connectors.kafka.clients import TopicPartition
 from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
 from connectors.kafka.source import KafkaSource, KafkaSourceConfig, parse_offsets_json, plan_ranges
-from connectors.kafka.errors import DataLossError
+from connectors.kafka.kafka_errors import DataLossError
 from kafka_testkit.topic_records import produce_aborted, produce_committed
 
 

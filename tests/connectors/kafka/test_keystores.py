@@ -14,7 +14,7 @@ import pytest
 from connectors.kafka.clients import keystores
 from connectors.kafka.clients.java_client_settings import librdkafka_config
 from connectors.kafka.clients.keystores import KeyStore, TrustStore, ca_file, client_pem
-from connectors.kafka.errors import UnsupportedClientSettingError
+from connectors.kafka.kafka_errors import UnsupportedClientSettingError
 
 try:
     KEYTOOL = keystores.keytool()

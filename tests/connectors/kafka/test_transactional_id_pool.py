@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from connectors.kafka.errors import TransactionLostError  # noqa: E402
+from connectors.kafka.kafka_errors import TransactionLostError  # noqa: E402
 from connectors.kafka.sink.kafka_sink import KafkaSink  # noqa: E402
 from connectors.kafka.source import KafkaSource, KafkaSourceConfig  # noqa: E402
 from connectors.kafka.sink.config import KafkaSinkConfig  # noqa: E402

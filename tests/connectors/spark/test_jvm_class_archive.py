@@ -11,7 +11,7 @@ import pytest
 
 from connectors.spark import jvm_class_archive
 from connectors.spark.jvm_class_archive import create, java_options, with_java_options
-from connectors.spark.errors import ClassArchiveError
+from connectors.spark.spark_errors import ClassArchiveError
 
 
 def test_an_archive_that_is_missing_or_empty_is_not_used(tmp_path: Path, caplog: pytest.LogCaptureFixture):

@@ -18,7 +18,7 @@ pytest.importorskip("pyspark")
 import pyarrow as pa  # noqa: E402
 
 from connectors.kafka.sink.config import KafkaSinkConfig  # noqa: E402
-from connectors.kafka.errors import BrokerUnavailableError, InvalidTxnStateError, KafkaConnectorError  # noqa: E402
+from connectors.kafka.kafka_errors import BrokerUnavailableError, InvalidTxnStateError, KafkaConnectorError  # noqa: E402
 from connectors.kafka.sink.kafka_sink import KafkaSink  # noqa: E402
 from connectors.spark import write_task as write_task_module  # noqa: E402
 from connectors.spark.sink_driver import SINK_PARTICIPANT, BatchContext, SparkSinkDriver  # noqa: E402

@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from connectors.kafka.clients import TopicPartition  # noqa: E402
-from connectors.kafka.errors import DataLossError  # noqa: E402
+from connectors.kafka.kafka_errors import DataLossError  # noqa: E402
 from connectors.spark.options import parse_source_options  # noqa: E402
 from connectors.spark.datasource_readers import KafkaEosBatchReader, OffsetRange, _together, plan_read_tasks  # noqa: E402
 from connectors.kafka.clients.embedded_cluster import FakeKafkaClients  # noqa: E402

@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from connectors.kafka.errors import TransactionLostError  # noqa: E402
+from connectors.kafka.kafka_errors import TransactionLostError  # noqa: E402
 from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool  # noqa: E402
 from connectors.kafka.sink.writer import KafkaTransactionWriter  # noqa: E402
 from connectors.spark.sink_driver import BatchContext, SparkSinkDriver  # noqa: E402

@@ -348,7 +348,7 @@ def test_speculation_is_refused_at_registration():
     from types import SimpleNamespace
 
     from connectors.spark import register
-    from connectors.spark.errors import SpeculationNotSupportedError
+    from connectors.spark.spark_errors import SpeculationNotSupportedError
 
     registered = []
     session = SimpleNamespace(conf=SimpleNamespace(get=lambda key, default=None: "true"),

@@ -12,7 +12,7 @@ from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, St
 from connectors.kafka.clients import TopicPartition  # noqa: E402
 from connectors.spark import options as options_module  # noqa: E402
 from connectors.spark.options import SINK_OPTIONS, SOURCE_OPTIONS, parse_sink_options, parse_source_options  # noqa: E402
-from connectors.spark.errors import KafkaEosOptionError, SinkSchemaError
+from connectors.spark.spark_errors import KafkaEosOptionError, SinkSchemaError
 from connectors.spark.datasource_readers import OffsetRange, plan_read_tasks  # noqa: E402
 from connectors.spark.schema import check_sink_schema
 

@@ -15,7 +15,7 @@ pytest.importorskip("pyspark")
 from connectors.spark import state_guard  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.sink_driver import BatchContext  # noqa: E402
-from connectors.spark.errors import ForeignStateError, LostStateError, QueryCheckpointError
+from connectors.spark.spark_errors import ForeignStateError, LostStateError, QueryCheckpointError
 from connectors.spark.state_guard import guard_sink_state
 from twophase.checkpoint import CompletedCheckpoint  # noqa: E402
 from twophase.checkpoint_store import FileCheckpointStore  # noqa: E402
@@ -179,7 +179,7 @@ def test_foreach_batch_outside_a_streaming_query_is_refused(tmp_path):
     from types import SimpleNamespace
 
     from connectors.spark.foreach_batch import exactly_once_foreach_batch
-    from connectors.spark.errors import KafkaEosOptionError
+    from connectors.spark.spark_errors import KafkaEosOptionError
 
     handler = exactly_once_foreach_batch(lambda df, batch_id: df, **{
         "kafka.bootstrap.servers": "localhost:9092", "topic": "out", "eos.stateDir": str(tmp_path / "state")})

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from connectors.kafka.sink.config import KafkaSinkConfig
-from connectors.kafka.errors import UnknownTopicError
+from connectors.kafka.kafka_errors import UnknownTopicError
 from connectors.kafka.sink import guardrails
 from connectors.kafka.sink.guardrails import check_output_topic, missing_topic_message
 from connectors.spark.failures import kit_error_lines, missing_kit_module, worker_python_message
@@ -121,7 +121,7 @@ def test_a_missing_module_of_the_users_own_is_not_the_kits():
 
 def test_the_kits_own_error_line_is_not_repeated():
     text = _WORKER_TRACE.format(module="connectors") + (
-        "connectors.spark.errors.WorkerPythonError: " + worker_python_message("connectors", "/usr/bin/python3") + "\n")
+        "connectors.spark.spark_errors.WorkerPythonError: " + worker_python_message("connectors", "/usr/bin/python3") + "\n")
     assert kit_error_lines(text) == [worker_python_message("connectors", "/usr/bin/python3")]
 
 
@@ -237,7 +237,7 @@ def test_a_batch_write_to_a_missing_topic_fails_with_the_one_line(spark, fake, t
 def test_foreach_batch_writes_from_workers_without_the_kit_fail_with_the_one_line(spark, fake, tmp_path):
     from connectors.spark.foreach_batch_write import write_dataframe
     from connectors.spark.sink_driver import BatchContext
-    from connectors.spark.errors import WorkerPythonError
+    from connectors.spark.spark_errors import WorkerPythonError
     from connectors.spark.options import parse_sink_options
 
     python = _python_without_the_kit(tmp_path / "node-python")

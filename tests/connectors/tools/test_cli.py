@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from connectors.kafka.errors import KafkaConnectorError
+from connectors.kafka.kafka_errors import KafkaConnectorError
 from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
 from connectors.tools import broker as broker_module
 from connectors.tools import cli, replay_jobs

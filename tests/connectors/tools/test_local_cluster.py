@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from connectors.tools.broker import NoBrokerError, cluster_broker
-from connectors.tools.brokers.errors import NoClusterError
+from connectors.tools.brokers.broker_errors import NoClusterError
 from connectors.tools.brokers.kafka_distribution import VERSION_ENV
 from connectors.tools.brokers.local_cluster import (
     CLUSTER_ENV,

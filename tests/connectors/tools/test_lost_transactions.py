@@ -15,7 +15,7 @@ pytest.importorskip("pyspark")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from connectors.kafka.sink.committer import KafkaTransactionCommitter  # noqa: E402
-from connectors.kafka.errors import TransactionLostError  # noqa: E402
+from connectors.kafka.kafka_errors import TransactionLostError  # noqa: E402
 from connectors.kafka.sink.writer import KafkaTransactionWriter  # noqa: E402
 from connectors.spark.sink_driver import BatchContext, SparkSinkDriver  # noqa: E402
 from connectors.tools import cli  # noqa: E402
@@ -178,7 +178,7 @@ def test_the_in_process_engine_counts_the_losses_of_every_sink_of_a_checkpoint(t
     from twophase.coordinator import CheckpointCoordinator
     from twophase.participants import CommittingParticipant
     from twophase.transaction_endings import Ending
-    from connectors.kafka.errors import LostTransaction
+    from connectors.kafka.kafka_errors import LostTransaction
 
     class Losing(CommittingParticipant[str]):
         def __init__(self, name: str) -> None:

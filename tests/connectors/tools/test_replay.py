@@ -15,7 +15,7 @@ import pytest
 
 from connectors.tools.broker import Broker, find_broker
 from connectors.tools.replay_jobs import JobRun, JobTemplate
-from connectors.tools.errors import JobTemplateError
+from connectors.tools.tool_errors import JobTemplateError
 from connectors.tools.loader import load_input
 from connectors.tools.replay import FAILED, PASSED, SKIPPED, Replay, ReplayOptions, ScenarioResult, parse_scenarios
 from connectors.tools.report import COLUMNS, table_rows, write_reports

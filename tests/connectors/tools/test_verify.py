@@ -10,7 +10,7 @@ from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
 from connectors.tools import verify as verify_module
 from connectors.tools.loader import load_input
 from connectors.tools.verify import IdSpec, verify
-from connectors.tools.errors import IdFieldError, IdSpecError, TopicNotFoundError
+from connectors.tools.tool_errors import IdFieldError, IdSpecError, TopicNotFoundError
 from kafka_testkit.topic_records import produce_committed
 
 N = 300
@@ -329,7 +329,7 @@ def test_transient_errors_are_what_kafka_classifies_retriable():
     """Whatever client met it, an error code Kafka deems transient (a leader moved, a leader epoch
     not known yet in a rolling restart) is retried; a missing topic is not."""
     from connectors.kafka.clients.error_table import kafka_error
-    from connectors.kafka.errors import UnknownTopicError
+    from connectors.kafka.kafka_errors import UnknownTopicError
     from connectors.tools.broker import is_transient, retry_transient
 
     assert is_transient(kafka_error(6, "NOT_LEADER_OR_FOLLOWER", "admin: list offsets of t-0"))

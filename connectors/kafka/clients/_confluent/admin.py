@@ -20,7 +20,7 @@ from confluent_kafka.admin import ResourceType
 
 from connectors.kafka.authorization import CLUSTER, CLUSTER_NAME, GROUP, TOPIC, Denied, authorization_error
 from connectors.kafka.clients import OffsetSpec, TopicPartition
-from connectors.kafka.errors import (
+from connectors.kafka.kafka_errors import (
     BrokerUnavailableError,
     KafkaAuthorizationError,
     KafkaConnectorError,

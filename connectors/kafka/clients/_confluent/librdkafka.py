@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from connectors.kafka.authorization import Denied
 from connectors.kafka.clients.error_table import error_type, kafka_error
-from connectors.kafka.errors import KafkaConnectorError
+from connectors.kafka.kafka_errors import KafkaConnectorError
 
 #: librdkafka's own log lines (configuration warnings, broker state) go through Python logging
 #: rather than straight to stderr, so applications control them like any other library's.

@@ -21,7 +21,7 @@ from confluent_kafka import Producer as _Producer
 from connectors.kafka.authorization import CLUSTER, CLUSTER_NAME, TOPIC, authorization_error, transactional_id_error
 from connectors.kafka.clients import Headers, ProduceBatch, ProducerIdentity
 from connectors.kafka.clients.java_client_settings import DEFAULT_PARTITIONER
-from connectors.kafka.errors import (
+from connectors.kafka.kafka_errors import (
     BrokerUnavailableError,
     InvalidProducerEpochError,
     InvalidTxnStateError,

@@ -25,7 +25,7 @@ from connectors.kafka.clients import (
     ConsumedRecord,
     TopicPartition,
 )
-from connectors.kafka.errors import KafkaConnectorError, OffsetOutOfRangeError, RetriableKafkaError, UnknownTopicError
+from connectors.kafka.kafka_errors import KafkaConnectorError, OffsetOutOfRangeError, RetriableKafkaError, UnknownTopicError
 from connectors.kafka.clients._confluent.librdkafka import base_config, error_type_of, map_exception, map_kafka_error
 from twophase.errors import InvalidValueError
 

@@ -36,7 +36,7 @@ from typing import Any, Mapping
 
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
-from connectors.kafka.errors import KafkaConnectorError, UnsupportedClientSettingError
+from connectors.kafka.kafka_errors import KafkaConnectorError, UnsupportedClientSettingError
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ open. kafka-python's protocol classes and admin plumbing provide both; what of i
 private is reached through ``admin_internals.py`` alone, checked against the pinned release. This
 module, ``admin_internals.py`` and ``settings.py`` (the connection settings) are the only ones that
 import kafka-python;
-everything it raises is a type of ``errors.py``, through the one table of ``clients/error_table.py``.
+everything it raises is a type of ``connectors/kafka/kafka_errors.py``, through the one table of ``clients/error_table.py``.
 
 Nothing here retries: each call makes one attempt and maps what went wrong. Retrying transient
 errors (``RetriableKafkaError``) is the caller's decision (for EndTxn, the one loop of
@@ -34,7 +34,7 @@ from kafka.protocol.producer.transaction import EndTxnRequest
 from connectors.kafka.authorization import Denied, transactional_id_error
 from connectors.kafka.clients import OpenTransaction, ProducerIdentity, TopicPartition, TransactionListing
 from connectors.kafka.clients.error_table import kafka_error
-from connectors.kafka.errors import (
+from connectors.kafka.kafka_errors import (
     BrokerUnavailableError,
     KafkaAuthorizationError,
     KafkaConnectorError,
