@@ -37,8 +37,6 @@ from twophase.checkpoint import CompletedCheckpoint, decode, encode
 from twophase.errors import (
     CheckpointExistsError,
     CorruptCheckpointError,
-    CorruptOwnerError,
-    CorruptStatisticsError,
     IllegalStateError,
     InvalidValueError,
     StateFileNotFoundError,
@@ -150,31 +148,6 @@ class FileCheckpointStore:
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             log.warning("ignoring unreadable checkpoint counter %s (%s)", location, exc)
             return None
-
-    def check_readable(self) -> None:
-        """Raise NewerStateFormatError if a newer kit wrote this state: the owner record, the
-        newest stored checkpoint's ``_metadata`` or its ``_statistics``, or the legacy counter has
-        a format version this kit does not read. Only reads; call it before writing anything
-        (a downgrade must leave such state as it is). Corrupt files are left to the readers."""
-        from twophase.checkpoint_statistics import STATISTICS_FILE, decode_statistics
-
-        try:
-            self.owner()
-        except CorruptOwnerError:
-            pass  # the owner's readers refuse it, as they always did
-        stored = self.checkpoint_ids()
-        for checkpoint_id in stored[-1:]:
-            try:
-                self.load(checkpoint_id)
-            except (CorruptCheckpointError, FileNotFoundError):
-                pass  # latest() logs it and falls back, as it always did
-        # The newest record carries the running totals the next one adds to.
-        for checkpoint_id in sorted(set(stored) & set(self.ids_with_file(STATISTICS_FILE)))[-1:]:
-            try:
-                decode_statistics(self.read_checkpoint_file(checkpoint_id, STATISTICS_FILE),
-                                  self.location(checkpoint_id, STATISTICS_FILE))
-            except (CorruptStatisticsError, FileNotFoundError):
-                pass  # figures: an unreadable record is ignored where it is read
 
     # -- checkpoint ids --------------------------------------------------------------------------
 

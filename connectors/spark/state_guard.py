@@ -34,6 +34,7 @@ from connectors.spark.options import SinkOptions
 from connectors.spark.query_checkpoint import COMMIT_LOG, read_query_checkpoint
 from connectors.kafka.sink.committable import COMMITTABLE_VERSION
 from twophase.checkpoint_store import FileCheckpointStore
+from twophase.downgrade_guard import refuse_state_of_a_newer_kit
 from twophase.state_owner import StateOwner
 from twophase.state_versions import newer_state_error
 from twophase.errors import CorruptCheckpointError, InvalidValueError
@@ -91,9 +92,9 @@ def guard_sink_state(options: SinkOptions, context: BatchContext | None = None) 
 def check_state_readable(store: FileCheckpointStore) -> None:
     """Raise NewerStateFormatError (one line: the file, its version, the versions this kit reads,
     upgrade) when a newer kit wrote the state: its owner record, newest checkpoint, statistics or
-    legacy counter (``FileCheckpointStore.check_readable``), or a Kafka transaction handle of the
+    legacy counter (``twophase.downgrade_guard``), or a Kafka transaction handle of the
     newest checkpoint (its ``v``). Only reads."""
-    store.check_readable()
+    refuse_state_of_a_newer_kit(store)
     newest = store.checkpoint_ids()[-1:]
     for checkpoint_id in newest:
         try:

@@ -22,6 +22,7 @@ from twophase.checkpoint_statistics import (
     record_statistics,
 )
 from twophase.checkpoint_store import LEGACY_COUNTER_READABLE_VERSIONS, FileCheckpointStore
+from twophase.downgrade_guard import refuse_state_of_a_newer_kit
 from twophase.errors import NewerStateFormatError
 from twophase.savepoints import is_savepoint_committed, load_savepoint
 from twophase.state_owner import decode_owner
@@ -68,7 +69,7 @@ def past(request, tmp_path) -> Path:
 def test_state_of_an_earlier_version_is_read_in_place(past):
     before = snapshot(past)
     store = FileCheckpointStore(past, check_writable=False)
-    store.check_readable()
+    refuse_state_of_a_newer_kit(store)
     if "committable" in PAST[past.name]:
         from connectors.spark.state_guard import check_state_readable
         check_state_readable(store)
@@ -149,7 +150,7 @@ def _readers(folder: Path, name: str):
     data = (folder / relative).read_bytes()
     where = str(folder / relative)
     store = lambda: FileCheckpointStore(folder, check_writable=False)  # noqa: E731
-    readers = {"state guard": lambda: check_state_readable(store()), "store check": lambda: store().check_readable()}
+    readers = {"state guard": lambda: check_state_readable(store()), "store check": lambda: refuse_state_of_a_newer_kit(store())}
     if name == "checkpoint-v2":
         readers |= {"decode": lambda: decode(data, where), "latest": lambda: store().latest(),
                     "load": lambda: store().load(2), "savepoint": lambda: load_savepoint(folder / "chk-2")}
