@@ -154,7 +154,8 @@ CI_SET = (
     "test_secured_cluster.py::test_secured_spark_job_killed_at_failpoint_and_restarted_is_exactly_once[mid_commit]",
     "test_secured_cluster.py::test_a_missing_acl_fails_the_job_with_one_line_naming_it[transactional id WRITE]",
     "test_secured_cluster.py::test_tls_client_certificates_from_the_same_options_for_both_client_libraries",
-    "test_replay_on_secured_kafka.py::test_load_and_replay_on_a_secured_cluster_from_a_command_config_file[java-names]",
+    "test_replay_on_secured_kafka.py::test_load_and_replay_on_a_secured_cluster[java-names-command-config]",
+    "test_replay_on_secured_kafka.py::test_load_and_replay_on_a_secured_cluster[java-names-client-config]",
     # Spark Connect.
     "test_spark_connect.py::test_each_api_over_spark_connect_is_exactly_once[sink]",
     "test_spark_connect.py::test_server_killed_then_query_resubmitted_from_its_checkpoint_is_exactly_once"

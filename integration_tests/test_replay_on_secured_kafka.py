@@ -6,8 +6,10 @@ in a Java client properties file (``--command-config``), the file Kafka's own to
 ``keytool -importcert`` from the brokers' CA.
 
 The same settings must reach every client the commands make and the Spark job that ``replay``
-runs, and no secret may land in the reports or on the console. The ``librdkafka-names`` case
-gives the same credentials in librdkafka's names (``sasl.username``, ``ssl.ca.location``).
+runs (in a private file, never on its command line), and no secret may land in the reports or on
+the console. The ``client-config`` cases give the same settings as ``--client-config KEY=VALUE``
+flags instead of a file; the ``librdkafka-names`` cases give the same credentials in librdkafka's
+names (``sasl.username``, ``ssl.ca.location``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import javaproperties
 import pytest
 
 from connectors.kafka.authorization import PREFIXED, TOPIC, TRANSACTIONAL_ID, AclRequirement
@@ -90,8 +93,20 @@ def _kafka_eos(*argv: str, timeout: float) -> subprocess.CompletedProcess[str]:
                           stdin=subprocess.DEVNULL, timeout=timeout, env={**os.environ, "COLUMNS": "200"})
 
 
+#: How the settings are given: a properties file, or one --client-config flag each.
+GIVEN = ("command-config", "client-config")
+
+
+def _settings_flags(given: str, text: str, properties: Path) -> list[str]:
+    if given == "command-config":
+        return ["--command-config", str(properties)]
+    return [flag for key, value in javaproperties.loads(text).items()
+            for flag in ("--client-config", f"{key}={value}")]
+
+
+@pytest.mark.parametrize("given", GIVEN)
 @pytest.mark.parametrize("names", sorted(NAMES))
-def test_load_and_replay_on_a_secured_cluster_from_a_command_config_file(secured_kafka, tmp_path, names):
+def test_load_and_replay_on_a_secured_cluster(secured_kafka, tmp_path, names, given):
     run = uuid.uuid4().hex[:8]
     app = secured_kafka.application(f"prover-{run}")
     input_topic = f"it-secured-replay-{run}"
@@ -109,15 +124,16 @@ def test_load_and_replay_on_a_secured_cluster_from_a_command_config_file(secured
     properties = tmp_path / "prover.properties"
     properties.write_text(text, encoding="utf-8")
     bootstrap = secured_kafka.bootstrap_servers
+    settings = _settings_flags(given, text, properties)
 
     loaded = _kafka_eos("load", "--bootstrap", bootstrap, "--topic", input_topic, "--records", str(RECORDS),
-                        "--partitions", "3", "--command-config", str(properties), timeout=300)
+                        "--partitions", "3", *settings, timeout=300)
     assert loaded.returncode == 0, loaded.stdout + loaded.stderr[-4000:]
     assert f"loaded {RECORDS} committed records" in loaded.stdout
 
     reports = tmp_path / "reports"
     replayed = _kafka_eos("replay", "--engine", "spark", "--bootstrap", bootstrap, "--input", input_topic,
-                          "--scenarios", "baseline", "--batch-records", "1000", "--command-config", str(properties),
+                          "--scenarios", "baseline", "--batch-records", "1000", *settings,
                           "--run-timeout", "600", "--reports-dir", str(reports), timeout=1200)
     console = replayed.stdout + replayed.stderr
     (folder,) = [p for p in reports.iterdir() if p.name != "work"]
@@ -129,9 +145,11 @@ def test_load_and_replay_on_a_secured_cluster_from_a_command_config_file(secured
     assert baseline["verify"]["exactly_once"] is True
     assert baseline["verify"]["counts"]["input_records"] == RECORDS
     assert data["passed"] is True and data["simulated"] is False
-    # The job got every setting (as --kafka-option, secrets masked where it is recorded).
+    # The job got every setting in a private file (--kafka-options-file), none on its command line,
+    # which every local user sees in ps.
     argv = baseline["runs"][0]["argv"]
-    assert "--kafka-option" in argv and "security.protocol=SASL_SSL" in argv, argv
+    assert "--kafka-options-file" in argv and "--kafka-option" not in argv, argv
+    assert not any("SASL_SSL" in arg for arg in argv), argv
     assert data["client_config"]["security.protocol"] == "SASL_SSL"
     # No secret in the reports, on the console, or in the runs' recorded command lines.
     shown = {"report.md": (folder / "report.md").read_text(), "report.json": json.dumps(data), "console": console,
