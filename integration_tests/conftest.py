@@ -120,7 +120,7 @@ CI_SET = (
     # The client seam, and the fake cluster's conformance, on the real broker (4.x and 3.9), and a
     # transaction's handle under transaction version 2 and the classic protocol.
     "test_kafka_clients.py::",
-    "test_kafka_python_internals.py::",
+    "test_kafka_python_internals_on_real_kafka.py::",
     # Java client settings as Spark jobs carry them: murmur2 partitioning, partitioner.class, a JAAS line
     # with a JKS truststore for every client of both libraries.
     "test_java_client_settings_on_real_kafka.py::",

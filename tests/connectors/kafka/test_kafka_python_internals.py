@@ -1,5 +1,5 @@
 """kafka-python's private API is reached from one module, checked against the release pyproject
-pins (its real-broker test: integration_tests/test_kafka_python_internals.py)."""
+pins (its real-broker test: integration_tests/test_kafka_python_internals_on_real_kafka.py)."""
 
 import re
 from pathlib import Path

@@ -9,7 +9,7 @@ through it).
 
 It was checked against :data:`CHECKED_VERSIONS`, and pyproject pins kafka-python to that minor
 release (``kafka-python>=3.0.12,<3.1``). :func:`missing_internals` names what an installed
-release lacks; ``integration_tests/test_kafka_python_internals.py`` calls it and drives each
+release lacks; ``integration_tests/test_kafka_python_internals_on_real_kafka.py`` calls it and drives each
 function against a real broker, so an upgrade that changes any of them fails there, not in a
 query.
 """
