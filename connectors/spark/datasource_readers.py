@@ -77,7 +77,8 @@ def _split_evenly(tp: TopicPartition, start: int, end: int, parts: int) -> list[
 
 def plan_read_tasks(ranges: dict[TopicPartition, tuple[int, int]], min_partitions: int | None,
                     max_partitions: int | None = None,
-                    max_records_per_partition: int | None = None) -> list[KafkaReadPartition]:
+                    max_records_per_partition: int | None = None,
+                    min_records_per_task: int = 0) -> list[KafkaReadPartition]:
     """The read tasks of one batch.
 
     1. One range per Kafka partition with records to read. With ``max_records_per_partition``
@@ -92,6 +93,11 @@ def plan_read_tasks(ranges: dict[TopicPartition, tuple[int, int]], min_partition
        cost to the batch's latency (bench/README.md, issue 30). maxRecordsPerPartition bounds
        what one task reads, so a task takes another piece only while it stays within it: where
        both cannot hold, there are more tasks than eos.maxPartitions.
+    4. With ``min_records_per_task`` (eos.minRecordsPerTask, on by default), at most one task per
+       that many records, and never fewer than ``min_partitions``: a batch of a few thousand
+       records is one task, one producer and one transaction, where one task per Kafka partition
+       would pay a producer's set-up and a transaction per partition, and a wave per executor core
+       short (bench/README.md, issue 38). Pieces then share tasks as in step 3.
     """
     pieces = []
     for tp, (s, e) in sorted(ranges.items()):
@@ -110,6 +116,10 @@ def plan_read_tasks(ranges: dict[TopicPartition, tuple[int, int]], min_partition
         middle = s + (e - s) // 2
         pieces[index:index + 1] = [(tp, s, middle), (tp, middle, e)]
     offset_ranges = [OffsetRange(tp.topic, tp.partition, s, e) for tp, s, e in pieces]
+    if min_records_per_task:
+        total = sum(r.size for r in offset_ranges)
+        by_records = max(1, -(-total // min_records_per_task), min_partitions or 0)
+        max_partitions = by_records if max_partitions is None else min(max_partitions, by_records)
     if not max_partitions or len(offset_ranges) <= max_partitions:
         return [KafkaReadPartition((r,)) for r in offset_ranges]
     tasks: list[list[OffsetRange]] = [[] for _ in range(max_partitions)]
@@ -297,7 +307,7 @@ class KafkaEosStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTrigge
         start_positions = self.planner.check_available(start_positions)
         ranges = {tp: (start_positions[tp], e) for tp, e in end_positions.items() if e > start_positions.get(tp, e)}
         return plan_read_tasks(ranges, self.options.min_partitions, self.options.max_partitions,
-                               self.options.max_records_per_partition)
+                               self.options.max_records_per_partition, self.options.min_records_per_task)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return self._read_task(partition)
@@ -326,7 +336,7 @@ class KafkaEosBatchReader(_KafkaReading, DataSourceReader):
         start = self.planner.check_available(start)
         ranges = {tp: (s, end.get(tp, s)) for tp, s in start.items()}
         return plan_read_tasks(ranges, self.options.min_partitions, self.options.max_partitions,
-                               self.options.max_records_per_partition)
+                               self.options.max_records_per_partition, self.options.min_records_per_task)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return self._read_task(partition)

@@ -54,7 +54,7 @@ SOURCE_OPTIONS = (
     "startingOffsets", "endingOffsets", "startingOffsetsByTimestamp", "startingTimestamp",
     "startingOffsetsByTimestampStrategy", "endingOffsetsByTimestamp", "endingTimestamp",
     "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
-    "minPartitions", "maxRecordsPerPartition", "eos.maxPartitions", "failOnDataLoss", "includeHeaders",
+    "minPartitions", "maxRecordsPerPartition", "eos.maxPartitions", "eos.minRecordsPerTask", "failOnDataLoss", "includeHeaders",
     "groupIdPrefix", "kafkaConsumer.pollTimeoutMs", "eos.commitOffsetsToGroup",
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "eos.brokerRetryTimeoutMs",
 )
@@ -141,6 +141,13 @@ def _int(options: Mapping[str, str], name: str, default: int | None, minimum: in
     return value
 
 
+#: eos.minRecordsPerTask's default. Every read task of a query that writes to the kit's sink is a
+#: write task too, with a producer's set-up and a transaction of its own (~40-80 ms and a Python
+#: round trip), while a task copies ~130k records a second: below ~25k records, a second task costs
+#: more than it saves, and on a cluster with fewer free cores than tasks it adds a wave
+#: (bench/README.md, issue 38). Sized by records, not by cores: the planner runs in a Python process
+#: that has no SparkContext, and executors come and go.
+DEFAULT_MIN_RECORDS_PER_TASK = 25_000
 #: maxTriggerDelay's default, as Spark's (KafkaSourceProvider.DEFAULT_MAX_TRIGGER_DELAY).
 DEFAULT_MAX_TRIGGER_DELAY = "15m"
 #: kafkaConsumer.pollTimeoutMs's default: the kit's reader stall timeout (Spark's is 120000,
@@ -236,6 +243,9 @@ class SourceOptions:
     group_id: str = ""
     #: kafkaConsumer.pollTimeoutMs: a read that makes no progress this long fails (and is retried).
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+    #: eos.minRecordsPerTask: a batch has at most one read task per this many records (0: one
+    #: task per Kafka partition, as Spark's source plans).
+    min_records_per_task: int = DEFAULT_MIN_RECORDS_PER_TASK
 
 
 def _starting_offsets(options: Mapping[str, str], streaming: bool) -> str | dict[TopicPartition, int]:
@@ -362,6 +372,8 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
                                   f"got {max_partitions}")
     poll_timeout_ms = _int(options, "kafkaConsumer.pollTimeoutMs", DEFAULT_POLL_TIMEOUT_MS, 1)
     assert poll_timeout_ms is not None
+    min_records_per_task = _int(options, "eos.minRecordsPerTask", DEFAULT_MIN_RECORDS_PER_TASK, 0)
+    assert min_records_per_task is not None
     return SourceOptions(
         config=config,
         max_offsets_per_trigger=max_per_trigger,
@@ -373,6 +385,7 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
         max_records_per_partition=_int(options, "maxRecordsPerPartition", None, 1),
         group_id=unique_group_id(prefix),
         poll_timeout_ms=poll_timeout_ms,
+        min_records_per_task=min_records_per_task,
     )
 
 

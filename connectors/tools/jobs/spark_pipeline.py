@@ -84,8 +84,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="a kafka-eos option of both the source and the sink, e.g. eos.brokerRetryTimeoutMs=30000")
     parser.add_argument("--max-partitions", type=int, default=None,
                         help="eos.maxPartitions of the kit's source: at most this many read tasks per batch, and so "
-                             "write tasks and transactions, e.g. the executors' cores (default: one per Kafka "
-                             "partition, as Spark's source)")
+                             "write tasks and transactions, e.g. the executors' cores (default: by "
+                             "eos.minRecordsPerTask)")
+    parser.add_argument("--min-records-per-task", type=int, default=None,
+                        help="eos.minRecordsPerTask of the kit's source: at most one read task per this many records "
+                             "(default 25000; 0: one per Kafka partition, as Spark's source)")
     parser.add_argument("--commit-offsets-to-group", default=None,
                         help="eos.commitOffsetsToGroup of the source (lag monitoring)")
     parser.add_argument("--py-files", default=None,
@@ -185,6 +188,8 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
         source = source.option("kafka.isolation.level", "read_committed")
     if args.max_partitions and args.source_format == "kafka-eos":
         source = source.option("eos.maxPartitions", str(args.max_partitions))
+    if args.min_records_per_task is not None and args.source_format == "kafka-eos":
+        source = source.option("eos.minRecordsPerTask", str(args.min_records_per_task))
     if args.commit_offsets_to_group and args.source_format == "kafka-eos":
         source = source.option("eos.commitOffsetsToGroup", args.commit_offsets_to_group)
     source = source.load()

@@ -170,3 +170,28 @@ def test_min_offsets_per_trigger_under_available_now_is_sparks(fake):
     rerun = stream_reader(fake, clock, minOffsetsPerTrigger="30", maxOffsetsPerTrigger="40")
     rerun.prepareForTriggerAvailableNow()
     assert new_offsets(first, rerun.latestOffset(first, limit)) == 63 - taken
+
+
+def test_min_records_per_task_sizes_a_batch_by_its_records():
+    """eos.minRecordsPerTask (on by default): a small batch is one read task, and so one write
+    task, one producer and one transaction; a large one one task per Kafka partition; minPartitions,
+    eos.maxPartitions and maxRecordsPerPartition keep their meaning."""
+    tps = [TopicPartition("t", p) for p in range(4)]
+
+    def plan(per_partition, **kwargs):
+        tasks = plan_read_tasks({tp: (0, per_partition) for tp in tps}, kwargs.pop("min_partitions", None), **kwargs)
+        assert sorted((r.partition, r.start, r.end) for t in tasks for r in t.ranges) == [
+            (p, 0, per_partition) for p in range(4)] or kwargs.get("max_records_per_partition")
+        return [sum(r.size for r in t.ranges) for t in tasks]
+
+    # 4 x 250 = 1,000 records: one task; 4 x 10,000: 2 of 20,000; 4 x 100,000: 4 (one per partition).
+    assert plan(250, min_records_per_task=25_000) == [1000]
+    assert plan(10_000, min_records_per_task=25_000) == [20_000, 20_000]
+    assert plan(100_000, min_records_per_task=25_000) == [100_000] * 4
+    # 0 is Spark's one task per Kafka partition.
+    assert plan(250, min_records_per_task=0) == [250] * 4
+    # minPartitions wins over the records; eos.maxPartitions caps them.
+    assert plan(250, min_records_per_task=25_000, min_partitions=2) == [500, 500]
+    assert plan(100_000, min_records_per_task=25_000, max_partitions=2) == [200_000, 200_000]
+    # maxRecordsPerPartition still bounds every task.
+    assert max(plan(250, min_records_per_task=25_000, max_records_per_partition=300)) <= 300

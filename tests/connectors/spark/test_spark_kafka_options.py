@@ -86,7 +86,10 @@ def test_batch_read_starting_timestamp_no_match_fails_or_starts_at_latest(spark,
 
 
 def test_max_records_per_partition_sets_the_read_tasks(spark, timed):
-    assert read(spark, timed).rdd.getNumPartitions() == 2
+    # By default 9 offsets are one task (eos.minRecordsPerTask); 0 plans one per Kafka
+    # partition, as Spark's source.
+    assert read(spark, timed).rdd.getNumPartitions() == 1
+    assert read(spark, timed, **{"eos.minRecordsPerTask": "0"}).rdd.getNumPartitions() == 2
     df = read(spark, timed, maxRecordsPerPartition="2")
     # Partition 0: 6 offsets (5 records and a marker) in 3 tasks; partition 1: 3 in 2.
     assert df.rdd.getNumPartitions() == 5

@@ -195,6 +195,13 @@ def test_max_partitions_groups_ranges_into_balanced_tasks_covering_every_offset_
     assert [(r.start, r.end) for t in split for r in t.ranges] == [(0, 25), (25, 50), (50, 75), (75, 100)]
 
 
+def test_min_records_per_task_option_is_checked():
+    assert source(subscribe="in").min_records_per_task == 25_000
+    assert source(subscribe="in", **{"eos.minRecordsPerTask": "0"}).min_records_per_task == 0
+    with pytest.raises(KafkaEosOptionError, match="option eos.minRecordsPerTask must be an integer >= 0, got -1"):
+        source(subscribe="in", **{"eos.minRecordsPerTask": "-1"})
+
+
 def test_max_partitions_option_is_checked():
     assert source(subscribe="in", **{"eos.maxPartitions": "2"}).max_partitions == 2
     assert source(subscribe="in").max_partitions is None
