@@ -32,6 +32,11 @@ The other real servers are found or started the same way:
   skip), else three nodes started from ``KAFKA_HOME`` (or Maven Central) by ``LocalKafkaCluster``,
   which the tests SIGKILL and restart by PID.
 
+``hadoop_cluster`` is Hadoop's own minicluster (HDFS with WebHDFS, and YARN) from Maven Central
+(``org.apache.hadoop:hadoop-client-minicluster``, pyspark's Hadoop version), started once per session
+in one JVM by ``kafka_testkit.hadoop_cluster`` and stopped by its PID; without ``mvn`` or a JDK the
+tests that use it skip (fail in CI).
+
 ``s3_bucket`` finds a real S3 server for the tests of the kit's state on object stores, through the
 variables the AWS SDKs read:
 
@@ -74,6 +79,7 @@ from connectors.kafka.clients.embedded_cluster import FAKE_SCHEME
 
 if TYPE_CHECKING:
     from connectors.tools.brokers.local_cluster import KafkaCluster
+    from kafka_testkit.hadoop_cluster import HadoopMiniCluster
     from kafka_testkit.spark_cluster import SparkStandaloneCluster
 
 log = logging.getLogger(__name__)
@@ -485,6 +491,26 @@ def spark_master(request: pytest.FixtureRequest) -> str | None:
         return None
     cluster: SparkCluster = request.getfixturevalue("spark_cluster")
     return cluster.master_url
+
+
+# -- Hadoop: HDFS and YARN ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def hadoop_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator["HadoopMiniCluster"]:
+    """Hadoop's own minicluster (a NameNode and DataNode with WebHDFS, a ResourceManager and
+    NodeManager) from Maven Central, in one JVM started here and stopped by its PID at the end."""
+    from connectors.tools.brokers.maven_artifacts import MavenUnavailableError
+    from kafka_testkit.hadoop_cluster import HadoopClusterError, start_hadoop_minicluster
+
+    try:
+        cluster = start_hadoop_minicluster(tmp_path_factory.mktemp("hadoop"))
+    except (MavenUnavailableError, HadoopClusterError) as exc:
+        pytest.skip(f"no Hadoop minicluster (HDFS and YARN): it needs mvn (hadoop-client-minicluster from Maven "
+                    f"Central) and a JDK (java and javac). Tried: {str(exc).splitlines()[0]}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 S3_BUCKET_ENV = "KAFKA_EOS_TEST_S3_BUCKET"
