@@ -9,17 +9,19 @@ is used here:
 | S3 (AWS, MinIO, Ceph RGW) | ``PutObject`` with ``If-None-Match: *`` (412 if the key exists) | boto3 (``pip install pyspark-kafka-eos[s3]``) |
 | GCS | upload with ``ifGenerationMatch=0`` | google-cloud-storage (``[gcs]``) |
 | ABFS (ADLS Gen2, Blob) | ``Put Blob`` with ``If-None-Match: *`` (``overwrite=False``) | azure-storage-blob, azure-identity (``[azure]``) |
-| HDFS | temp file, then rename, then read back | pyarrow (libhdfs) |
+| ``viewfs://`` (HDFS federation) | temp file, then rename, then read back | pyarrow (libhdfs) |
 
 Every SDK finds credentials and endpoints the way pyarrow does (environment variables, config
 files, instance or workload identity), so both sides reach the same store as the same principal.
 
-HDFS itself creates without overwrite atomically, but libhdfs (what pyarrow uses) opens every
-file for writing with overwrite, and pyarrow's ``move`` replaces an existing file. The HDFS
-create therefore checks, renames and reads back: a collision is detected unless the two writers'
-renames and read-backs interleave within the same few milliseconds. The design doc argues why that
-window is acceptable there (Spark's own metadata log on the same HDFS directory refuses the second
-driver of a query).
+``hdfs://`` is not here: it is served through WebHDFS (:mod:`twophase.webhdfs_storage`), whose
+``CREATE`` with ``overwrite=false`` is the NameNode's own atomic create-if-absent. Only
+``viewfs://`` still goes through pyarrow's libhdfs, because its mount table is resolved inside
+Hadoop's Java client. libhdfs opens every file for writing with overwrite, and pyarrow's ``move``
+replaces an existing file, so the viewfs create checks, renames and reads back: a collision is
+detected unless the two writers' renames and read-backs interleave within the same few
+milliseconds. The design doc argues why that window is acceptable there (Spark's own metadata log
+on the same directory refuses the second driver of a query). Not tested against a server.
 """
 
 from __future__ import annotations
@@ -217,7 +219,8 @@ def _azure_service(account_url: str, account_name: str) -> Any:
 
 
 class HdfsCreate(ConditionalCreate):
-    """Temp file, existence check, rename, read back (see the module docstring for the window)."""
+    """For ``viewfs://`` through libhdfs: temp file, existence check, rename, read back (see the
+    module docstring for the window; ``hdfs://`` uses WebHDFS's atomic create instead)."""
 
     def create(self, filesystem: pafs.FileSystem, path: str, data: bytes) -> None:
         if filesystem.get_file_info(path).type != pafs.FileType.NotFound:

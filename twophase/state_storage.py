@@ -13,9 +13,14 @@ writers of one key exactly one succeeds, the other gets :class:`FileExistsError`
   :class:`LocalStateStorage`, temp file + fsync + ``link()`` (fails if the name exists) + fsync of
   the directory;
 - ``s3://`` (also Spark's ``s3a://`` and ``s3n://``), ``gs://``, ``abfs://``/``abfss://``,
-  ``hdfs://``/``viewfs://``: :class:`ArrowStateStorage`, reads and listings through ``pyarrow.fs``
+  ``viewfs://``: :class:`ArrowStateStorage`, reads and listings through ``pyarrow.fs``
   (credentials and endpoints found as pyarrow and the cloud SDKs find them), conditional creates
-  through the store's own SDK (:mod:`twophase.conditional_create`).
+  through the store's own SDK (:mod:`twophase.conditional_create`);
+- ``hdfs://`` (``hdfs:///path``: the namenode of ``fs.defaultFS``), ``webhdfs://``,
+  ``swebhdfs://``: :class:`twophase.webhdfs_storage.WebHdfsStateStorage`, every operation a WebHDFS
+  request, the conditional create one ``CREATE`` with ``overwrite=false``. ``viewfs://`` stays on
+  pyarrow's libhdfs: its mount table is resolved inside Hadoop's Java client, which WebHDFS does not
+  have.
 
 A scheme outside that list is refused with :class:`UnsupportedStateLocationError`.
 """
@@ -54,24 +59,29 @@ _ARROW_SCHEMES = {
     "s3": "s3", "s3a": "s3", "s3n": "s3",
     "gs": "gs", "gcs": "gs",
     "abfs": "abfs", "abfss": "abfss",
-    "hdfs": "hdfs", "viewfs": "viewfs",
+    "viewfs": "viewfs",
 }
+#: Served through WebHDFS (twophase/webhdfs_storage.py), not pyarrow.
+_WEBHDFS_SCHEMES = ("hdfs", "webhdfs", "swebhdfs")
 _LOCAL_SCHEMES = ("", "file")
 DBFS_MOUNT = "/dbfs"
 SUPPORTED_LOCATIONS = (
     "a local or mounted path (/path or file:///path), dbfs:/path (the /dbfs mount), "
     "s3://bucket/path (also s3a://, s3n://), gs://bucket/path, "
-    "abfss://container@account.dfs.core.windows.net/path (also abfs://), hdfs://namenode/path"
+    "abfss://container@account.dfs.core.windows.net/path (also abfs://), hdfs://namenode/path "
+    "(also hdfs:///path, webhdfs://, swebhdfs://, viewfs://)"
 )
 _TEMP_SUFFIX = ".tmp"
 _PROBE_PREFIX = "_write-probe-"
 
 
-def _is_temp(name: str) -> bool:
+def is_temp_name(name: str) -> bool:
+    """A temp file of a create in progress (ours, or Spark's checkpoint manager's ``.name.uuid.tmp``)."""
     return name.startswith(".") and name.endswith(_TEMP_SUFFIX)
 
 
-def _check_key(key: str) -> str:
+def check_key(key: str) -> str:
+    """``key`` if it is a relative path that stays inside the state directory."""
     parts = key.split("/")
     if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts):
         raise InvalidValueError(f"state key {key!r} must be a relative path without '.' or '..' parts")
@@ -153,7 +163,7 @@ class LocalStateStorage(StateStorage):
         return f"LocalStateStorage({str(self.root)!r})"
 
     def _path(self, key: str) -> Path:
-        return self.root / _check_key(key)
+        return self.root / check_key(key)
 
     def create(self, key: str, data: bytes) -> None:
         target = self._path(key)
@@ -211,7 +221,7 @@ class LocalStateStorage(StateStorage):
         for folder, _, files in os.walk(base):
             relative = Path(folder).relative_to(self.root).as_posix()
             for name in files:
-                if not _is_temp(name):
+                if not is_temp_name(name):
                     keys.append(name if relative == "." else f"{relative}/{name}")
         return sorted(keys)
 
@@ -243,7 +253,7 @@ class LocalStateStorage(StateStorage):
             entries = list(folder.iterdir())
         except FileNotFoundError:
             return
-        if any(not (e.is_file() and _is_temp(e.name)) for e in entries):
+        if any(not (e.is_file() and is_temp_name(e.name)) for e in entries):
             return
         for entry in entries:
             entry.unlink(missing_ok=True)
@@ -268,7 +278,7 @@ class ArrowStateStorage(StateStorage):
         return f"ArrowStateStorage({self.uri!r})"
 
     def _path(self, key: str) -> str:
-        return f"{self.base}/{_check_key(key)}"
+        return f"{self.base}/{check_key(key)}"
 
     def create(self, key: str, data: bytes) -> None:
         self.conditional.create(self.filesystem, self._path(key), data)
@@ -295,7 +305,7 @@ class ArrowStateStorage(StateStorage):
         prefix = f"{self.base}/"
         return sorted(info.path[len(prefix):] for info in self.filesystem.get_file_info(selector)
                       if info.type == pafs.FileType.File and info.path.startswith(prefix)
-                      and not _is_temp(posixpath.basename(info.path)))
+                      and not is_temp_name(posixpath.basename(info.path)))
 
     def delete(self, keys: Iterable[str]) -> None:
         self.conditional.delete(self.filesystem, [self._path(k) for k in keys])
@@ -313,7 +323,8 @@ def _fsync_directory(directory: Path) -> None:
 def canonical_location(location: str | os.PathLike[str]) -> str:
     """The one spelling of a state location: an absolute path for local ones (``file:`` and
     ``dbfs:/`` resolved), otherwise the URI with Spark's scheme aliases mapped to pyarrow's
-    (``s3a://b/p`` -> ``s3://b/p``). Refuses schemes the kit cannot open."""
+    (``s3a://b/p`` -> ``s3://b/p``) and ``hdfs:///p`` given the namenode of ``fs.defaultFS``.
+    Refuses schemes the kit cannot open."""
     text = os.fspath(location)
     parsed = urlparse(text)
     scheme = parsed.scheme.lower()
@@ -326,6 +337,12 @@ def canonical_location(location: str | os.PathLike[str]) -> str:
             raise UnsupportedStateLocationError(
                 f"state location {text!r}: write dbfs:/path (the /dbfs mount); dbfs://host/... is not supported")
         return posixpath.join(DBFS_MOUNT, parsed.path.lstrip("/"))
+    if scheme in _WEBHDFS_SCHEMES:
+        netloc = parsed.netloc or (_default_namenode(text) if scheme == "hdfs" else "")
+        if not netloc:
+            raise UnsupportedStateLocationError(
+                f"state location {text!r} names no namenode; valid: {SUPPORTED_LOCATIONS}")
+        return f"{scheme}://{netloc}{parsed.path.rstrip('/')}"
     if scheme in _ARROW_SCHEMES:
         if not parsed.netloc:
             raise UnsupportedStateLocationError(
@@ -340,15 +357,30 @@ def canonical_location(location: str | os.PathLike[str]) -> str:
         f"{SUPPORTED_LOCATIONS}")
 
 
+def _default_namenode(location: str) -> str:
+    """The namenode of ``fs.defaultFS`` (Hadoop's core-site.xml), for ``hdfs:///path``."""
+    from twophase.hadoop_config import default_filesystem_authority, load_hadoop_config
+
+    config = load_hadoop_config()
+    namenode = default_filesystem_authority(config)
+    if namenode is None:
+        raise UnsupportedStateLocationError(
+            f"state location {location!r} names no namenode, and fs.defaultFS is no hdfs:// URI "
+            f"({config.describe()}): write hdfs://namenode:port/path, or set HADOOP_CONF_DIR to the "
+            "folder of the cluster's core-site.xml")
+    return namenode
+
+
 def open_state_storage(location: str | os.PathLike[str], *, read_only: bool = False) -> StateStorage:
     """The storage of ``location`` (a path or URI; see :func:`canonical_location`).
 
     Remote filesystems are opened the way pyarrow opens them from a URI: credentials, endpoint and
     region come from the environment, the SDKs' config files and instance metadata (for S3:
     ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``, ``AWS_PROFILE``, instance
-    profiles). Nothing is contacted until the first read or write. ``read_only`` storages need no
-    conditional-create library (for reading what another program wrote, such as Spark's own
-    checkpoint folder); their create() and delete() raise.
+    profiles); for HDFS, see :mod:`twophase.hadoop_config`. Nothing is contacted until the first read
+    or write. ``read_only`` storages need no conditional-create library (for reading what another
+    program wrote, such as Spark's own checkpoint folder; on ``hdfs://`` the ``hdfs`` extra still
+    does every read); their create() and delete() raise.
     """
     canonical = canonical_location(location)
     if "://" not in canonical:
@@ -358,6 +390,10 @@ def open_state_storage(location: str | os.PathLike[str], *, read_only: bool = Fa
                 f"{DBFS_MOUNT} mount of Databricks clusters; this machine has no {DBFS_MOUNT}")
         return LocalStateStorage(canonical, os.fspath(location) if isinstance(location, str) else None)
     scheme, rest = canonical.split("://", 1)
+    if scheme in _WEBHDFS_SCHEMES:
+        from twophase.webhdfs_storage import open_webhdfs_storage  # it builds on StateStorage, defined here
+
+        return open_webhdfs_storage(canonical, read_only=read_only)
     netloc, _, path = rest.partition("/")
     filesystem, root = _filesystem_of(f"{scheme}://{netloc}")
     conditional = ReadOnly(canonical) if read_only else conditional_create_for(filesystem, canonical)

@@ -133,8 +133,10 @@ def test_local_temp_files_of_crashed_creates_are_invisible_and_swept(tmp_path):
     ("abfs://c@acct.dfs.core.windows.net/chk", "abfs://c@acct.dfs.core.windows.net/chk"),
     ("hdfs://nn:8020/user/spark/chk", "hdfs://nn:8020/user/spark/chk"),
     ("viewfs://cluster/chk", "viewfs://cluster/chk"),
+    ("webhdfs://nn:9870/chk/", "webhdfs://nn:9870/chk"),
+    ("swebhdfs://nn:9871/chk", "swebhdfs://nn:9871/chk"),
 ])
-def test_locations_are_mapped_to_what_pyarrow_opens(location, expected):
+def test_locations_are_mapped_to_what_the_kit_opens(location, expected):
     assert canonical_location(location) == expected
 
 
