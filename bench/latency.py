@@ -16,7 +16,11 @@ topics), a Spark job copies the input topic to an output topic with a processing
   (driver, JVM, Python workers) used, per million records; the job's process tree is sampled
   too (a lower bound: a process that exits between samples is missed);
 - from Spark's progress, the mean ``addBatch`` and ``triggerExecution`` of the batches in the
-  window, and from the kit's log, its driver-side commit time.
+  window, and from the kit's log, its driver-side commit time;
+- the per-batch timeline of the window (``batch_timeline.py``): each batch's steps from Spark's
+  progress and the kit's commit log, the driver JVM's GC pauses (``-Xlog:gc``), the processes that
+  started during it, and its slowest record; then the slowest 1 % of batches. The default window
+  is 3 minutes, so that p99 and max are over ~900 batches at a 200 ms trigger, not a handful.
 
 Jobs: ``spark_builtin`` (Spark's own connector at both ends, at-least-once), ``spark_eos`` (the
 kit's source and ``format("kafka-eos")``), ``spark_eos_fb`` (the kit's source and the foreachBatch
@@ -45,7 +49,8 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition as ConfluentTopicPartition
 
 from connectors.tools.broker import find_broker
-from proc_sampling import machine_cpu, proc_stats, process_tree
+from batch_timeline import build as build_timeline, render as render_timeline, report as timeline_report
+from proc_sampling import cmdline, machine_cpu, proc_stats, process_tree
 from run_bench import COMMITTED_LINE, SPARK_PIPELINE, create_topics, delete_topics, log, run_environment, spark_env
 from spark_kafka_jars import resolve as resolve_spark_kafka_jars
 
@@ -157,6 +162,12 @@ def percentile(values: list[int], q: float) -> float | None:
     return float(ordered[min(len(ordered) - 1, int(q * len(ordered)))])
 
 
+def trigger_ms(trigger: str) -> int:
+    """Spark's processingTime spelling (``parse_trigger``) -> milliseconds."""
+    amount, unit = trigger.split()
+    return int(float(amount) * (1 if unit.startswith("milli") else 1000))
+
+
 def measure(job: str, rate: int, trigger: str, args: argparse.Namespace, bootstrap: str, broker_pid: int | None,
             work: Path, jars: str | None) -> Measurement:
     source, sink, guarantee = JOBS[job]
@@ -172,11 +183,17 @@ def measure(job: str, rate: int, trigger: str, args: argparse.Namespace, bootstr
         command += ["--jars", jars]
     if args.max_partitions:  # read only by the kit's source (examples/spark_pipeline.py)
         command += ["--max-partitions", str(args.max_partitions)]
+    if args.min_records_per_task is not None:
+        command += ["--min-records-per-task", str(args.min_records_per_task)]
+    gc_log = work / f"{tag}.gc.log"
+    env = spark_env(run_environment(False))
+    # The driver JVM's GC pauses with their wall-clock time, for the per-batch timeline.
+    env["JDK_JAVA_OPTIONS"] = f"-Xlog:gc:file={gc_log}:time {env.get('JDK_JAVA_OPTIONS', '')}".strip()
     result = Measurement(job, rate, trigger)
     stderr = work / f"{tag}.stderr"
     with open(work / f"{tag}.stdout", "wb") as out, open(stderr, "wb") as err:
         process = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=REPO,
-                                   env=spark_env(run_environment(False)), start_new_session=True)
+                                   env=env, start_new_session=True)
     reader = LatencyReader(bootstrap, topic_out, args.partitions)
     producer = RateProducer(bootstrap, topic_in, rate, args.value_bytes)
     try:
@@ -194,17 +211,20 @@ def measure(job: str, rate: int, trigger: str, args: argparse.Namespace, bootstr
         window_start_ms = int(time.time() * 1000)
         busy0, broker0, own0 = machine_cpu()[0], cpu_of(broker_pid), time.process_time()
         tree_cpu: dict[int, tuple[float, float]] = {}
+        process_starts: list[tuple[int, str]] = []
 
         def sample_tree() -> None:
             stats = proc_stats()
             for pid in process_tree(process.pid, stats):
+                if pid not in tree_cpu and tree_cpu:
+                    process_starts.append((int(time.time() * 1000), cmdline(pid)))
                 first, _ = tree_cpu.get(pid, (stats[pid].cpu_s, 0.0))
                 tree_cpu[pid] = (first, stats[pid].cpu_s)
 
         sample_tree()
         ends = time.monotonic() + args.duration_s
         while time.monotonic() < ends:
-            time.sleep(0.5)
+            time.sleep(0.2)  # short-lived Python processes (a planning step) live ~0.3-1 s
             sample_tree()
         busy1, broker1, own1 = machine_cpu()[0], cpu_of(broker_pid), time.process_time()
         window_end_ms = int(time.time() * 1000)
@@ -229,6 +249,12 @@ def measure(job: str, rate: int, trigger: str, args: argparse.Namespace, bootstr
     client_cpu = (busy1 - busy0) - ((broker1 or 0) - (broker0 or 0)) - (own1 - own0)
     batches = _batches(metrics, window_start_ms, window_end_ms)
     commits = [int(m.group(4)) for m in COMMITTED_LINE.finditer(stderr.read_text(errors="replace"))]
+    timeline = build_timeline(metrics, stderr, gc_log, reader.samples, process_starts, trigger_ms(trigger),
+                              (window_start_ms, window_end_ms))
+    if args.keep:
+        (work / f"{tag}.samples.json").write_text(json.dumps({
+            "samples": reader.samples, "process_starts": process_starts, "trigger_ms": trigger_ms(trigger),
+            "window": [window_start_ms, window_end_ms]}))
     result.results = {
         "records_in_window": len(latencies),
         "expected_in_window": round(expected),
@@ -247,6 +273,7 @@ def measure(job: str, rate: int, trigger: str, args: argparse.Namespace, bootstr
         "trigger_execution_ms_mean": _mean([(b.get("durationMs") or {}).get("triggerExecution", 0)
                                             for b in batches]),
         "driver_commit_ms_median": statistics.median(commits[1:]) if len(commits) > 1 else None,
+        "timeline": timeline_report(timeline),
     }
     return result
 
@@ -274,11 +301,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--triggers", default="1s,200ms", help="processing-time triggers, comma-separated")
     parser.add_argument("--jobs", default=DEFAULT_JOBS, help=f"comma-separated subset of {', '.join(JOBS)}")
     parser.add_argument("--warmup-s", type=float, default=15)
-    parser.add_argument("--duration-s", type=float, default=30, help="the measured window")
+    parser.add_argument("--duration-s", type=float, default=180,
+                        help="the measured window (3 minutes by default: p99 and max over enough batches)")
     parser.add_argument("--tail-s", type=float, default=8, help="after the window, for its last records to arrive")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--max-partitions", type=int, default=None,
                         help="eos.maxPartitions of the kit's source (the jobs that read with it)")
+    parser.add_argument("--min-records-per-task", type=int, default=None,
+                        help="eos.minRecordsPerTask of the kit's source (default: the kit's, 25000; 0: one task per "
+                             "Kafka partition)")
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--spark-kafka-jars", default=None, metavar="PATHS|DIR")
@@ -328,6 +359,10 @@ def main(argv: list[str] | None = None) -> int:
                     "measurements": [m.__dict__ for m in results]}
         Path(args.out).write_text(json.dumps(document, indent=1) + "\n")
         print_table(results)
+        for m in results:
+            if m.results.get("timeline"):
+                print(f"\nThe slowest 1 % of batches: {m.job} at {m.rate:,} rec/s, trigger {m.trigger}\n")
+                print(render_timeline(m.results["timeline"]))
         log(f"results written to {args.out}")
         return 0
     finally:

@@ -478,6 +478,7 @@ class Run:
     stderr_file: Path | None = None
     records: int = 0  # in its input
     trace_file: Path | None = None  # --trace: the process trace of a Spark run
+    stages_file: Path | None = None  # --stages: CPU by stage of the kit's record path
     results: dict[str, Any] = field(default_factory=dict)
 
 
@@ -555,6 +556,8 @@ def execute(run: Run, bootstrap: str, partitions: int, work: Path, broker_pid: i
         _raw_results(run, started)
     else:
         _spark_results(run, started, sampler)
+        if run.stages_file is not None:
+            r["cpu_by_stage"] = cpu_by_stage(run.stages_file, records)
         if run.trace_file is not None and run.trace_file.exists():
             r["cold_start_breakdown"] = breakdown(load_trace(run.trace_file), started, r.get("batches"),
                                                   r.get("cold_start_s"))
@@ -1065,6 +1068,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--keep-env", action="store_true",
                         help="run with this environment as it is (by default PYTHONDONTWRITEBYTECODE is "
                              "dropped, as on a user's machine)")
+    parser.add_argument("--stages", action="store_true",
+                        help="the Spark runs' CPU by stage of the kit's record path, in microseconds per record "
+                             "(bench/process_hooks/sitecustomize.py; costs a few percent of CPU)")
     parser.add_argument("--trace", action="store_true",
                         help="trace every Python process of the first repetition of each Spark run and "
                              "report where its cold start goes (bench/cold_start.py)")
@@ -1098,6 +1104,21 @@ def _spark_command(args: argparse.Namespace, bootstrap: str, input_topic: str, o
             "--transform", "copy", "--max-offsets-per-trigger", str(args.max_offsets_per_trigger),
             "--delivery-guarantee", guarantee, "--master", args.master,
             "--metrics-file", str(work / f"{tag}.metrics.jsonl")]
+
+
+def cpu_by_stage(stages_file: Path, records: int) -> dict[str, Any]:
+    """The last cumulative line of every process in ``stages_file``, summed by stage: CPU seconds
+    and microseconds per record of the run's input."""
+    last: dict[int, dict[str, Any]] = {}
+    for line in stages_file.read_text().splitlines() if stages_file.exists() else []:
+        entry = json.loads(line)
+        last[entry["pid"]] = entry["stages"]
+    totals: dict[str, float] = {}
+    for stages in last.values():
+        for stage, figures in stages.items():
+            totals[stage] = totals.get(stage, 0.0) + figures["cpu_s"]
+    return {stage: {"cpu_s": round(cpu, 2), "us_per_record": round(cpu / records * 1e6, 2) if records else None}
+            for stage, cpu in sorted(totals.items())}
 
 
 def spark_env(base: dict[str, str], trace_file: Path | None = None) -> dict[str, str]:
@@ -1205,6 +1226,9 @@ def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp
                 # The first repetition of each Spark config is traced with --trace.
                 run.trace_file = work / f"{tag}.trace.jsonl" if args.trace and repetition == 1 else None
                 run.env = spark_env(base_env, run.trace_file)
+                if args.stages:
+                    run.stages_file = work / f"{tag}.stages.jsonl"
+                    run.env["KAFKA_EOS_BENCH_STAGES"] = str(run.stages_file)
                 if args.max_partitions:  # read only by the kit's source
                     run.command += ["--max-partitions", str(args.max_partitions)]
                 if config in FOREACH_BATCH_RUNS:

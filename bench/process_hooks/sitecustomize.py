@@ -85,3 +85,113 @@ if _TRACE:
 
     _emit("start", started=_process_start(), argv=_cmdline(), executable=sys.executable)
     os.register_at_fork(after_in_child=lambda: _emit("fork"))
+
+_STAGES = os.environ.get("KAFKA_EOS_BENCH_STAGES")
+
+if _STAGES:
+    # ``KAFKA_EOS_BENCH_STAGES=<file>`` (``run_bench.py --stages``): the CPU time (this thread's)
+    # that each process spends in each stage of the kit's record path, appended as JSON lines of
+    # cumulative totals per process (the last line of a pid is its total). A stage's time is
+    # inclusive of what it calls, so the stages below are chosen not to nest:
+    #   read     the reader's consume from librdkafka into Python lists (ConfluentReader.read_batches)
+    #   arrow    those lists into Arrow record batches (arrow_batches.batch_to_arrow and _combined)
+    #   columns  the sink's Arrow columns into Python lists (write_task.produce_batch_of)
+    #   produce  those lists into librdkafka, one produce() per record (ConfluentProducer.produce_batch)
+    #   precommit the task's flush and producer identity (KafkaTransactionWriter.pre_commit)
+    # Everything else a Python task worker spends (pyspark's Arrow stream to and from the JVM, its
+    # framing, the worker's own loop) is its total CPU from /proc minus these.
+    import functools
+    import importlib.abc
+    import importlib.machinery
+
+    _totals: dict = {}
+    _last_flush = [0.0]
+
+    def _flush(force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - _last_flush[0] < 1.0:
+            return
+        _last_flush[0] = now
+        with open(_STAGES, "a") as out:
+            out.write(json.dumps({"pid": os.getpid(), "stages": _totals}) + "\n")
+
+    def _account(stage: str, cpu_s: float, rows: int) -> None:
+        entry = _totals.setdefault(stage, {"cpu_s": 0.0, "calls": 0, "rows": 0})
+        entry["cpu_s"] += cpu_s
+        entry["calls"] += 1
+        entry["rows"] += rows
+
+    def _rows_of(result) -> int:
+        for attribute in ("num_rows",):
+            if hasattr(result, attribute):
+                return int(getattr(result, attribute))
+        try:
+            return len(result)
+        except TypeError:
+            return 0
+
+    def _timed(stage: str, function, force_flush: bool = False):
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            started = time.thread_time()
+            result = function(*args, **kwargs)
+            _account(stage, time.thread_time() - started, _rows_of(result) if stage != "produce" else
+                     _rows_of(args[-1]))
+            _flush(force_flush)
+            return result
+        return wrapper
+
+    def _timed_generator(stage: str, function):
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            iterator = function(*args, **kwargs)
+            while True:
+                started = time.thread_time()
+                try:
+                    item = next(iterator)
+                except StopIteration:
+                    _account(stage, time.thread_time() - started, 0)
+                    _flush(True)
+                    return
+                _account(stage, time.thread_time() - started, _rows_of(item))
+                yield item
+        return wrapper
+
+    def _patch(name: str, module) -> None:
+        if name == "connectors.kafka.clients._confluent.reader":
+            module.ConfluentReader.read_batches = _timed_generator("read", module.ConfluentReader.read_batches)
+        elif name == "connectors.spark.arrow_batches":
+            module.batch_to_arrow = _timed("arrow", module.batch_to_arrow)
+            module._combined = _timed("arrow", module._combined)
+        elif name == "connectors.spark.write_task":
+            module.produce_batch_of = _timed("columns", module.produce_batch_of)
+        elif name == "connectors.kafka.clients._confluent.producer":
+            module.ConfluentProducer.produce_batch = _timed("produce", module.ConfluentProducer.produce_batch)
+        elif name == "connectors.kafka.sink.writer":
+            module.KafkaTransactionWriter.pre_commit = _timed("precommit", module.KafkaTransactionWriter.pre_commit,
+                                                              force_flush=True)
+
+    _PATCHED = {"connectors.kafka.clients._confluent.reader", "connectors.spark.arrow_batches",
+                "connectors.spark.write_task", "connectors.kafka.clients._confluent.producer",
+                "connectors.kafka.sink.writer"}
+
+    class _PatchOnImport(importlib.abc.MetaPathFinder):
+        """Wraps the stages' functions as their modules are first imported (in any process)."""
+
+        def find_spec(self, name, path, target=None):
+            if name not in _PATCHED:
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is None or spec.loader is None:
+                return None
+            loader = spec.loader
+            execute = loader.exec_module
+
+            def exec_module(module):
+                execute(module)
+                _patch(name, module)
+
+            loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, _PatchOnImport())
