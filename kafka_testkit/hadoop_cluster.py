@@ -18,7 +18,8 @@ compiled with ``javac`` on first use into the cache (keyed by the source's hash)
 
 The NodeManager has 8 GB and 8 vcores to hand out (YARN's memory checks off): room for a Spark
 driver as application master and two executors on a small machine; the machine is the real limit.
-Containers run as the user of this process, with its ``JAVA_HOME``. ``stop()`` ends the JVM and then
+Containers run as the user of this process, with its ``JAVA_HOME`` and ``HADOOP_CONF_DIR`` = the
+cluster's configuration folder, as on a real node. ``stop()`` ends the JVM and then
 any container process that outlived it (each checked to be the same process first); it touches
 nothing this module did not start.
 """
@@ -197,10 +198,11 @@ def start_hadoop_minicluster(work_dir: Path, *, yarn: bool = True, start_timeout
                f"-Dtest.build.data={work_dir / 'test-data'}", "-Djava.net.preferIPv4Stack=true",
                "-cp", os.pathsep.join([str(classes), jars.classpath]), _MAIN, str(work_dir), str(conf_dir),
                "yarn" if yarn else "no-yarn"]
-    env = {**os.environ, "JAVA_HOME": str(home)}
-    # Hadoop's own client settings of this process must not leak into the daemons.
-    for name in ("HADOOP_CONF_DIR", "YARN_CONF_DIR"):
-        env.pop(name, None)
+    # The NodeManager hands JAVA_HOME and HADOOP_CONF_DIR (in YARN's default env-whitelist) to its
+    # containers, as a real node does: there YARN starts $JAVA_HOME/bin/java, and a driver in
+    # cluster mode finds this cluster's configuration.
+    env = {**os.environ, "JAVA_HOME": str(home), "HADOOP_CONF_DIR": str(conf_dir)}
+    env.pop("YARN_CONF_DIR", None)
     with open(log_path, "ab") as out:
         # A session of its own: a terminal's Ctrl-C reaches pytest, not the cluster behind stop()'s back.
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
