@@ -15,8 +15,12 @@ from connectors.spark.datasource import FORMAT, KafkaEosDataSource
 from connectors.spark.spark_errors import SpeculationNotSupportedError
 
 
-def register(spark: SparkSession) -> None:
+def register(spark: SparkSession, *, warm_up: bool = True) -> None:
     """Register the ``kafka-eos`` format with ``spark``.
+
+    With ``warm_up`` (on a classic session), Spark's Python task workers start now, in the
+    background, with the kit's task modules imported (``worker_warmup.py``), so that the first
+    batch's tasks find them ready instead of starting them (bench/README.md, issue 38).
 
     Refuses speculative execution, which the kit's two-phase commit has not been tested with. (A
     speculative copy of a write task writes under a transactional id of its own, as a retry does,
@@ -29,7 +33,11 @@ def register(spark: SparkSession) -> None:
         )
     use_session_python(spark)
     _check_driver_python(spark)
-    _register_with_worker_python(spark)
+    tasks_python = _register_with_worker_python(spark)
+    if warm_up:
+        from connectors.spark.worker_warmup import start_task_workers
+
+        start_task_workers(spark, tasks_python)
 
 
 def use_session_python(spark: SparkSession) -> str | None:
@@ -78,14 +86,15 @@ def _check_driver_python(spark: SparkSession) -> None:
         "(see docs/where-it-runs.md)")
 
 
-def _register_with_worker_python(spark: SparkSession) -> None:
+def _register_with_worker_python(spark: SparkSession) -> str | None:
     """Registers the data source so that the Python processes Spark starts for it (one per
     planning step, and the worker daemon) import pyspark from the installed package, not from
     ``pyspark.zip`` (``connectors/worker_python.py``), where that is safe.
 
     Spark takes the Python of a data source's processes from ``SparkContext.pythonExec`` when the
     data source is registered, so it is swapped for the registration only: the job's other Python
-    code (UDFs, foreachBatch) keeps the session's."""
+    code (UDFs, foreachBatch) keeps the session's. Returns the Python the data source's tasks run
+    with when it is not the session's (None: the session's, or Spark Connect)."""
     from connectors.worker_python import for_data_source
 
     try:
@@ -95,13 +104,14 @@ def _register_with_worker_python(spark: SparkSession) -> None:
         launcher = None
     if launcher is None:
         spark.dataSource.register(KafkaEosDataSource)
-        return
+        return None
     session_python = context.pythonExec
     context.pythonExec = launcher
     try:
         spark.dataSource.register(KafkaEosDataSource)
     finally:
         context.pythonExec = session_python
+    return launcher
 
 
 __all__ = ["FORMAT", "KafkaEosDataSource", "SpeculationNotSupportedError", "register", "use_session_python"]

@@ -1,11 +1,13 @@
-"""Starts Spark's Python task workers, with the sink's task modules imported, while a query is
-still starting, so that its first batch's write tasks find them ready.
+"""Starts Spark's Python task workers, with the kit's task modules imported, while a query is
+still starting, so that its first batch's read and write tasks find them ready.
 
 Spark starts a task's Python worker only when the task starts: a worker daemon, then one forked
 worker per concurrent task, each importing pyarrow and the kit after the fork. With
 ``spark.python.worker.reuse`` (Spark's default) a worker that ended a task waits for the next task
 of the same Python environment, so workers that ran a small job of this module just before the
 query's first batch are reused by its tasks (``bench/README.md`` has the measured effect).
+Reuse needs the same Python: the warm-up runs with the Python the query's tasks will run with
+(the data source's, for ``format("kafka-eos")``; the session's, for the foreachBatch sink).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import threading
 from typing import Iterator
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -23,27 +25,37 @@ JOB_DESCRIPTION = "kafka-eos: start the Python task workers"
 
 
 def _import_task_modules(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    import connectors.spark.datasource_readers  # noqa: F401  (what a read task imports first)
     import connectors.spark.write_task  # noqa: F401  (what a write task imports first)
 
     yield from batches
 
 
-def _run(spark: SparkSession, slots: int) -> None:
+def _run(spark: SparkSession, job: DataFrame) -> None:
     try:
         spark.sparkContext.setJobDescription(JOB_DESCRIPTION)
-        spark.range(slots, numPartitions=slots).mapInArrow(_import_task_modules, "id long").collect()
+        job.collect()
     except Exception as exc:  # only a head start: the query starts its workers itself anyway
         log.info("starting the Python task workers ahead of the query failed: %r", exc)
 
 
-def start_task_workers(spark: SparkSession) -> threading.Thread | None:
+def start_task_workers(spark: SparkSession, python_exec: str | None = None) -> threading.Thread | None:
     """Run the warm-up job in the background on a classic session (a Spark Connect client has no
-    executors of its own to warm); returns its thread."""
+    executors of its own to warm); returns its thread. ``python_exec``: the Python of the tasks
+    to warm, when it is not the session's (Spark takes it when the job is planned, here)."""
     try:
-        slots = spark.sparkContext.defaultParallelism
+        context = spark.sparkContext
+        slots = context.defaultParallelism
     except Exception as exc:  # Spark Connect: no SparkContext on the client
         log.debug("no SparkContext here (%r): the task workers start with the query", exc)
         return None
-    thread = threading.Thread(target=_run, args=(spark, slots), name="kafka-eos-worker-warmup", daemon=True)
+    session_python = context.pythonExec
+    if python_exec is not None:
+        context.pythonExec = python_exec
+    try:
+        job = spark.range(slots, numPartitions=slots).mapInArrow(_import_task_modules, "id long")
+    finally:
+        context.pythonExec = session_python
+    thread = threading.Thread(target=_run, args=(spark, job), name="kafka-eos-worker-warmup", daemon=True)
     thread.start()
     return thread

@@ -315,6 +315,20 @@ def test_task_workers_start_in_the_background(spark, caplog):
     assert "failed" not in caplog.text
 
 
+def test_task_workers_start_with_the_python_of_the_tasks_they_are_for(spark, caplog, tmp_path):
+    """register() warms the workers of the data source's Python (its tasks' Python), not the
+    session's: a Python that does not exist fails the warm-up (logged, not raised), and the
+    session keeps its own Python."""
+    from connectors.spark.worker_warmup import start_task_workers
+
+    session_python = spark.sparkContext.pythonExec
+    with caplog.at_level("INFO", logger="connectors.spark.worker_warmup"):
+        thread = start_task_workers(spark, str(tmp_path / "no-such-python"))
+        assert spark.sparkContext.pythonExec == session_python
+        thread.join(120)
+    assert "starting the Python task workers ahead of the query failed" in caplog.text
+
+
 def test_no_task_workers_to_start_without_a_spark_context():
     from connectors.spark.worker_warmup import start_task_workers
 
