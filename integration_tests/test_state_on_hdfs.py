@@ -1,0 +1,227 @@
+"""The kit's state on a real HDFS (Hadoop's own minicluster, the ``hadoop_cluster`` fixture of
+conftest.py), reached through WebHDFS (twophase/webhdfs_storage.py):
+
+- the conditional create (WebHDFS ``CREATE`` with ``overwrite=false``) under writers racing on one
+  key, threads of one process and separate processes, released together by a barrier: exactly one
+  wins, the others get StateFileExistsError, the content is the winner's;
+- write-once checkpoints, retention (no empty folders left), a zombie driver, savepoints, and the
+  state crash matrix of tests/twophase (a crash before every write), as on S3;
+- Spark's checkpointLocation and the kit's state both on ``hdfs://``: the exactly-once job killed
+  at a commit failpoint and restarted on "another machine" (nothing local survives), and a
+  restart with another state location refused as lost state (test_driver_moves.py's cases on S3).
+
+``hdfs://127.0.0.1:<rpc port>`` is mapped to the NameNode's HTTP port through the cluster's
+hdfs-site.xml, found through ``HADOOP_CONF_DIR`` as a user's would be.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import posixpath
+from collections import Counter
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
+from kafka_testkit.state_scenarios import crash_at_every_write, racing_creates
+from test_driver_moves import KILLED, RECORDS, lose_machine, run_on_machine
+from twophase import savepoints
+from twophase.checkpoint import CompletedCheckpoint
+from twophase.checkpoint_store import FileCheckpointStore
+from twophase.errors import CheckpointExistsError, StateFileExistsError
+from twophase.hadoop_config import WEBHDFS_URL_ENV
+from twophase.state_owner import StateOwner
+from twophase.state_storage import open_state_storage
+from twophase.webhdfs_storage import DELEGATION_TOKEN_ENV, WebHdfsStateStorage, webhdfs_client
+
+PROCESSES = 4
+
+
+@pytest.fixture(scope="module")
+def hdfs(hadoop_cluster: Any) -> Iterator[Any]:
+    """The minicluster, with ``HADOOP_CONF_DIR`` naming its configuration for this module and the
+    Spark jobs it starts (they inherit the environment)."""
+    with pytest.MonkeyPatch.context() as environment:
+        environment.setenv("HADOOP_CONF_DIR", str(hadoop_cluster.conf_dir))
+        for name in (WEBHDFS_URL_ENV, DELEGATION_TOKEN_ENV):
+            environment.delenv(name, raising=False)
+        webhdfs_client.cache_clear()
+        yield hadoop_cluster
+    webhdfs_client.cache_clear()
+
+
+@pytest.fixture
+def hdfs_prefix(hdfs: Any, unique_name: Callable[[str], str]) -> Iterator[str]:
+    """``hdfs://127.0.0.1:<port>/<a folder of this test>``, deleted afterwards."""
+    uri = f"{hdfs.hdfs_uri.rstrip('/')}/{unique_name('state')}"
+    yield uri
+    open_state_storage(uri).delete_folder()
+
+
+def hdfs_tree(cluster: Any, uri: str) -> tuple[list[str], list[str]]:
+    """(files, folders) under ``uri``, relative to it, listed by a client of its own on the cluster's
+    WebHDFS address as the fixture gives it (not through the mapping under test)."""
+    import hdfs as hdfscli
+
+    root = "/" + uri.split("://", 1)[1].partition("/")[2]
+    client = hdfscli.InsecureClient(cluster.webhdfs_url)
+    files, folders = [], []
+    for folder, subfolders, names in client.walk(root):
+        relative = posixpath.relpath(folder, root)
+        folders += [posixpath.normpath(posixpath.join(relative, name)) for name in subfolders]
+        files += [posixpath.normpath(posixpath.join(relative, name)) for name in names]
+    return sorted(files), sorted(folders)
+
+
+def chk(cid: int, **states: Any) -> CompletedCheckpoint:
+    return CompletedCheckpoint(cid, 1000 * cid, 1000 * cid + 5, states or {"source": cid})
+
+
+def test_hdfs_locations_map_to_webhdfs_through_hdfs_site_and_the_probe_passes(hdfs, hdfs_prefix):
+    storage = open_state_storage(hdfs_prefix + "/")
+    assert isinstance(storage, WebHdfsStateStorage) and storage.uri == hdfs_prefix
+    assert storage.client.url == hdfs.webhdfs_url.rstrip("/")
+    storage.check_writable()  # includes: a second create of the probe is refused
+    storage.create("chk-1/_metadata", b"first")
+    with pytest.raises(StateFileExistsError):
+        storage.create("chk-1/_metadata", b"second")
+    assert storage.read("chk-1/_metadata") == b"first"
+    assert hdfs_tree(hdfs, hdfs_prefix) == (["chk-1/_metadata"], ["chk-1"])
+
+
+def test_checkpoints_on_hdfs_are_write_once_files_and_retention_leaves_no_folders(hdfs, hdfs_prefix):
+    store = FileCheckpointStore(hdfs_prefix, retained_checkpoints=2)
+    store.claim_owner(StateOwner("spark-streaming-query", "q-1", "it"))
+    for cid in range(1, 6):
+        store.add(chk(cid))
+        store.mark_committed(cid)
+    store.reserve_checkpoint_id(6)
+    files, folders = hdfs_tree(hdfs, hdfs_prefix)
+    assert files == ["_owner", "chk-4/_committed", "chk-4/_metadata", "chk-5/_committed", "chk-5/_metadata",
+                     "chk-6/_reserved"]
+    assert folders == ["chk-4", "chk-5", "chk-6"]
+    elsewhere = FileCheckpointStore(hdfs_prefix)  # what a driver on another machine reads
+    assert elsewhere.latest().checkpoint_id == 5 and elsewhere.is_committed(5)
+    assert elsewhere.next_checkpoint_id() == 7
+    assert elsewhere.owner().owner_id == "q-1"
+
+
+def test_a_conditional_create_on_hdfs_has_exactly_one_winner_among_threads(hdfs_prefix):
+    storage = open_state_storage(hdfs_prefix)
+    for round_ in range(5):
+        racing_creates(storage, f"chk-{round_}/_metadata")
+
+
+def _contend_in_process(location: str, keys: list[str], writer: int, start: Any, results: Any) -> None:
+    """One writer process: for each key, wait for every other writer, then create the key."""
+    storage = open_state_storage(location)
+    for key in keys:
+        start.wait()
+        try:
+            storage.create(key, f"writer {writer}".encode())
+            results.put((key, writer, "won"))
+        except StateFileExistsError:
+            results.put((key, writer, "exists"))
+        except Exception as exc:  # reported, so that the test names it
+            results.put((key, writer, f"{type(exc).__name__}: {exc}"))
+
+
+def test_a_conditional_create_on_hdfs_has_exactly_one_winner_among_processes(hdfs_prefix):
+    keys = [f"chk-{n}/_metadata" for n in range(5)] + ["_owner"]
+    context = multiprocessing.get_context("spawn")
+    start, results = context.Barrier(PROCESSES), context.Queue()
+    writers = [context.Process(target=_contend_in_process, args=(hdfs_prefix, keys, n, start, results))
+               for n in range(PROCESSES)]
+    for process in writers:
+        process.start()
+    outcomes = [results.get(timeout=300) for _ in range(PROCESSES * len(keys))]
+    for process in writers:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    storage = open_state_storage(hdfs_prefix)
+    for key in keys:
+        of_key = {writer: outcome for k, writer, outcome in outcomes if k == key}
+        winners = [writer for writer, outcome in of_key.items() if outcome == "won"]
+        assert len(winners) == 1, f"{key}: {of_key}"
+        assert sorted(of_key.values()) == ["exists"] * (PROCESSES - 1) + ["won"], f"{key}: {of_key}"
+        assert storage.read(key) == f"writer {winners[0]}".encode()
+
+
+def test_a_zombie_driver_cannot_overwrite_a_stored_checkpoint_on_hdfs(hdfs_prefix):
+    driver, zombie = FileCheckpointStore(hdfs_prefix), FileCheckpointStore(hdfs_prefix)
+    driver.latest(), zombie.latest()
+    driver.add(chk(3, sink=["driver"]))
+    with pytest.raises(CheckpointExistsError, match="another driver"):
+        zombie.add(chk(3, sink=["zombie"]))
+    assert FileCheckpointStore(hdfs_prefix).latest().state_of("sink") == ["driver"]
+
+
+def test_savepoints_on_hdfs(hdfs, hdfs_prefix):
+    location = f"{hdfs_prefix}/savepoints/sp-1"
+    savepoints.write_savepoint(location, chk(4))
+    with pytest.raises(FileExistsError, match="already holds a savepoint"):
+        savepoints.write_savepoint(location, chk(5))
+    savepoints.mark_savepoint_committed(location)
+    assert savepoints.load_savepoint(location).checkpoint_id == 4 and savepoints.is_savepoint_committed(location)
+    savepoints.dispose_savepoint(location)
+    assert hdfs_tree(hdfs, hdfs_prefix)[0] == []
+
+
+def test_a_crash_before_every_write_of_the_state_on_hdfs_is_exactly_once(hdfs_prefix):
+    crashes = crash_at_every_write(lambda label: open_state_storage(f"{hdfs_prefix}/{label}"))
+    assert crashes > 20
+
+
+# -- Spark: checkpointLocation and the kit's state on hdfs:// ------------------------------------------
+
+@pytest.mark.spark
+@pytest.mark.parametrize("failpoint", ["mid_commit"])
+def test_driver_killed_at_a_commit_failpoint_and_restarted_on_another_machine_with_all_on_hdfs_is_exactly_once(
+        kafka_bootstrap, kafka_clients, unique_name, tmp_path, hdfs, hdfs_prefix, failpoint):
+    source, sink, ids = topics_with_orders(kafka_clients, unique_name, RECORDS)
+    checkpoint = f"{hdfs_prefix}/checkpoint"
+    state = f"{checkpoint}/kafka-eos"  # where the state is when eos.stateDir is unset
+    crashed = run_on_machine(tmp_path / "machine-a", kafka_bootstrap, source, sink, checkpoint, state,
+                             f"{failpoint}:exit@2")
+    assert crashed.returncode == KILLED, f"exit {crashed.returncode}\n{crashed.stderr[-4000:]}"
+    assert len(read_committed_values(kafka_clients, sink)) < RECORDS, "crashed after finishing"
+    stored = FileCheckpointStore(state, check_writable=False)
+    assert stored.checkpoint_ids(), "the state is not on HDFS"
+    assert not stored.is_committed(stored.checkpoint_ids()[-1]), "the crash did not hit the commit window"
+    lose_machine(tmp_path / "machine-a")
+
+    finished = run_on_machine(tmp_path / "machine-b", kafka_bootstrap, source, sink, checkpoint, state)
+    assert finished.returncode == 0, finished.stderr[-4000:]
+    wait_until_stable(kafka_clients, sink)
+    assert_exactly_once(read_committed_values(kafka_clients, sink), ids, copied_id)
+    assert kafka_clients.txn_control().list_open_transactions("kafka-eos-") == []
+    files, _ = hdfs_tree(hdfs, checkpoint)
+    assert "metadata" in files and any(f.startswith("commits/") for f in files), "Spark's checkpoint is not on HDFS"
+    assert any(f.startswith("kafka-eos/chk-") for f in files), files
+    assert not list((tmp_path / "machine-b").rglob("kafka-eos")), "the kit kept state on the local machine"
+
+
+@pytest.mark.spark
+def test_a_restart_with_another_state_location_on_hdfs_is_refused_as_lost_state(
+        kafka_bootstrap, kafka_clients, unique_name, tmp_path, hdfs_prefix):
+    source, sink, ids = topics_with_orders(kafka_clients, unique_name, RECORDS)
+    checkpoint = f"{hdfs_prefix}/checkpoint"
+    state_a, state_b = f"{hdfs_prefix}/state-a", f"{hdfs_prefix}/state-b"
+    crashed = run_on_machine(tmp_path / "machine-a", kafka_bootstrap, source, sink, checkpoint, state_a,
+                             "after_commit:exit@3")
+    assert crashed.returncode == KILLED, crashed.stderr[-4000:]
+    written = read_committed_values(kafka_clients, sink)
+    lose_machine(tmp_path / "machine-a")
+
+    refused = run_on_machine(tmp_path / "machine-b", kafka_bootstrap, source, sink, checkpoint, state_b)
+    assert refused.returncode not in (0, KILLED), refused.stderr[-4000:]
+    assert "lost state" in refused.stderr and state_b in refused.stderr, refused.stderr[-4000:]
+    after = read_committed_values(kafka_clients, sink)
+    assert Counter(after) == Counter(written), "the refused run wrote output"
+    assert {v: n for v, n in Counter(after).items() if n > 1} == {}
+
+    finished = run_on_machine(tmp_path / "machine-c", kafka_bootstrap, source, sink, checkpoint, state_a)
+    assert finished.returncode == 0, finished.stderr[-4000:]
+    wait_until_stable(kafka_clients, sink)
+    assert_exactly_once(read_committed_values(kafka_clients, sink), ids, copied_id)
