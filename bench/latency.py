@@ -330,6 +330,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # A SIGTERM (a stopped bench) unwinds as an exit, so the broker and jobs it started are stopped.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     work = Path(tempfile.mkdtemp(prefix="kafka-eos-latency-"))
     broker = find_broker(args.bootstrap)
     results: list[Measurement] = []

@@ -1250,6 +1250,8 @@ def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # A SIGTERM (a stopped bench) unwinds as an exit, so the broker and jobs it started are stopped.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     quiet = wait_until_quiet(args.wait_quiet_s, args.quiet_load) if args.wait_quiet_s > 0 else None
     load_start = [round(v, 2) for v in os.getloadavg()]
     own_work = args.work_dir is None
