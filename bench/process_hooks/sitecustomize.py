@@ -93,7 +93,7 @@ if _STAGES:
     # that each process spends in each stage of the kit's record path, appended as JSON lines of
     # cumulative totals per process (the last line of a pid is its total). A stage's time is
     # inclusive of what it calls, so the stages below are chosen not to nest:
-    #   read     the reader's consume from librdkafka into Python lists (ConfluentReader.read_batches)
+    #   read     the reader's consume from librdkafka into Python lists (ConfluentRecordReader.read_batches)
     #   arrow    those lists into Arrow record batches (arrow_batches.batch_to_arrow and _combined)
     #   columns  the sink's Arrow columns into Python lists (write_task.produce_batch_of)
     #   produce  those lists into librdkafka, one produce() per record (ConfluentProducer.produce_batch)
@@ -159,7 +159,7 @@ if _STAGES:
 
     def _patch(name: str, module) -> None:
         if name == "connectors.kafka.clients._confluent.reader":
-            module.ConfluentReader.read_batches = _timed_generator("read", module.ConfluentReader.read_batches)
+            module.ConfluentRecordReader.read_batches = _timed_generator("read", module.ConfluentRecordReader.read_batches)
         elif name == "connectors.spark.arrow_batches":
             module.batch_to_arrow = _timed("arrow", module.batch_to_arrow)
             module._combined = _timed("arrow", module._combined)
