@@ -1068,6 +1068,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--keep-env", action="store_true",
                         help="run with this environment as it is (by default PYTHONDONTWRITEBYTECODE is "
                              "dropped, as on a user's machine)")
+    parser.add_argument("--no-warm-up", action="store_true",
+                        help="the kit's Spark runs start no Python task workers ahead of the query")
     parser.add_argument("--stages", action="store_true",
                         help="the Spark runs' CPU by stage of the kit's record path, in microseconds per record "
                              "(bench/process_hooks/sitecustomize.py; costs a few percent of CPU)")
@@ -1231,6 +1233,8 @@ def build_runs(args: argparse.Namespace, bootstrap: str, input_topic: str, stamp
                     run.env["KAFKA_EOS_BENCH_STAGES"] = str(run.stages_file)
                 if args.max_partitions:  # read only by the kit's source
                     run.command += ["--max-partitions", str(args.max_partitions)]
+                if args.no_warm_up:
+                    run.command += ["--no-warm-up"]
                 if config in FOREACH_BATCH_RUNS:
                     run.command += ["--sink-format", FOREACH_BATCH_SINK]
                 if config in ZIP_RUNS:

@@ -89,6 +89,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--min-records-per-task", type=int, default=None,
                         help="eos.minRecordsPerTask of the kit's source: at most one read task per this many records "
                              "(default 25000; 0: one per Kafka partition, as Spark's source)")
+    parser.add_argument("--no-warm-up", action="store_true",
+                        help="do not start Spark's Python task workers ahead of the query (register's and the "
+                             "foreachBatch sink's warm_up=False)")
     parser.add_argument("--commit-offsets-to-group", default=None,
                         help="eos.commitOffsetsToGroup of the source (lag monitoring)")
     parser.add_argument("--py-files", default=None,
@@ -236,7 +239,8 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
     if args.sink_format == "kafka-eos-foreach-batch":
         from connectors.spark.foreach_batch import exactly_once_foreach_batch
 
-        writer = (output.writeStream.foreachBatch(exactly_once_foreach_batch(**sink_options))
+        writer = (output.writeStream.foreachBatch(exactly_once_foreach_batch(warm_up=not args.no_warm_up,
+                                                                              **sink_options))
                   .option("checkpointLocation", args.checkpoint_dir))
     else:
         writer = output.writeStream.format(args.sink_format).options(**sink_options)
@@ -331,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if "kafka-eos" in (args.source_format, args.sink_format):
             # The foreachBatch sink needs no data source registered: it writes with mapInArrow.
-            register(spark)
+            register(spark, warm_up=not args.no_warm_up)
         query = build_query(spark, args)
     except Exception as exc:
         spark.stop()
