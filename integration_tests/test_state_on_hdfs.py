@@ -176,7 +176,7 @@ def test_a_crash_before_every_write_of_the_state_on_hdfs_is_exactly_once(hdfs_pr
 # -- Spark: checkpointLocation and the kit's state on hdfs:// ------------------------------------------
 
 @pytest.mark.spark
-@pytest.mark.parametrize("failpoint", ["mid_commit"])
+@pytest.mark.parametrize("failpoint", ["after_checkpoint_stored"])
 def test_driver_killed_at_a_commit_failpoint_and_restarted_on_another_machine_with_all_on_hdfs_is_exactly_once(
         kafka_bootstrap, kafka_clients, unique_name, tmp_path, hdfs, hdfs_prefix, failpoint):
     source, sink, ids = topics_with_orders(kafka_clients, unique_name, RECORDS)
