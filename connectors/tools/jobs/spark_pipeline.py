@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import sys
+from typing import Mapping
 
 from connectors import worker_python
 from twophase import failpoints
@@ -88,7 +89,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "eos.minRecordsPerTask)")
     parser.add_argument("--min-records-per-task", type=int, default=None,
                         help="eos.minRecordsPerTask of the kit's source: at most one read task per this many records "
-                             "(default 25000; 0: one per Kafka partition, as Spark's source)")
+                             "(default 25000, or 0 with a mid_commit failpoint, which needs two transactions or more "
+                             "in a batch; 0: one per Kafka partition, as Spark's source)")
     parser.add_argument("--no-warm-up", action="store_true",
                         help="do not start Spark's Python task workers ahead of the query (register's and the "
                              "foreachBatch sink's warm_up=False)")
@@ -276,12 +278,21 @@ def report_failure(exc: BaseException) -> int:
     return 1
 
 
+def plan_tasks_for_faults(args: argparse.Namespace, armed: Mapping[str, object]) -> None:
+    """mid_commit lies between a batch's first EndTxn and the rest: a batch needs two transactions
+    or more for that fault to land, so with it armed (and no --min-records-per-task) the kit's
+    source plans one read, and so write, task per Kafka partition, as Spark's does, not one per
+    25,000 records."""
+    if failpoints.MID_COMMIT in armed and args.min_records_per_task is None:
+        args.min_records_per_task = 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
     specs = ",".join(args.failpoint)
-    failpoints.parse(specs)  # a bad spec fails here, before Spark starts
+    plan_tasks_for_faults(args, failpoints.parse(specs))  # a bad spec fails here, before Spark starts
     # Spark's Python workers inherit this process's environment when the session starts.
     os.environ[failpoints.ENV_VAR] = specs
     try:
