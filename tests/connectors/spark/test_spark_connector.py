@@ -340,6 +340,21 @@ def test_no_task_workers_to_start_without_a_spark_context():
     assert start_task_workers(ConnectSession()) is None
 
 
+def test_register_does_not_fail_when_the_warm_up_cannot_be_planned(spark, caplog, monkeypatch):
+    """pyspark plans mapInArrow only where the driver's Python has pandas: a driver in a YARN
+    container running a packed venv without it (test_spark_on_yarn.py) must still register."""
+    import connectors.spark.worker_warmup as worker_warmup
+    from connectors.spark import register
+
+    def unplannable(*args, **kwargs):
+        raise ImportError("Pandas >= 2.2.0 must be installed; however, it was not found.")
+
+    monkeypatch.setattr(worker_warmup, "start_task_workers", unplannable)
+    with caplog.at_level("INFO", logger="connectors.spark"):
+        register(spark)
+    assert "not starting the Python task workers ahead of the query" in caplog.text
+
+
 def test_sink_without_value_column_names_the_column(spark, fake, tmp_path):
     source = (spark.readStream.format("kafka-eos").option("kafka.bootstrap.servers", fake.bootstrap_servers)
               .option("subscribe", "in").load())
