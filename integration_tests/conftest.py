@@ -56,11 +56,13 @@ a prefix of its own, which it deletes at the end.
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import uuid
 from dataclasses import dataclass
@@ -156,6 +158,9 @@ CI_SET = (
     # State on S3, and the driver moving to another machine with it.
     "test_state_on_s3.py::",
     "test_driver_moves.py::test_driver_killed_and_restarted_on_another_machine_is_exactly_once[mid_commit]",
+    # Spark on YARN (Hadoop's own minicluster, checkpoint and state on hdfs://), the kit shipped by
+    # spark.archives: an executor container killed (client mode), the AM killed mid-commit (cluster mode).
+    "test_spark_on_yarn.py::",
     # Secured, least privilege.
     "test_secured_cluster.py::test_secured_spark_job_killed_at_failpoint_and_restarted_is_exactly_once[mid_commit]",
     "test_secured_cluster.py::test_a_missing_acl_fails_the_job_with_one_line_naming_it[transactional id WRITE]",
@@ -491,6 +496,64 @@ def spark_master(request: pytest.FixtureRequest) -> str | None:
         return None
     cluster: SparkCluster = request.getfixturevalue("spark_cluster")
     return cluster.master_url
+
+
+# -- the kit as a packed venv (spark.archives) ----------------------------------------------------------
+
+#: What the kit's packages import on executors and on a driver in a cluster's container
+#: (pyproject.toml's dependencies but pyspark, and the hdfs extra for state on hdfs://), at the
+#: versions of this environment.
+PACKED_DEPENDENCIES = ("pyarrow", "confluent-kafka", "kafka-python", "tenacity", "hdfs")
+#: Not needed by Spark's workers: left out of the packed venv.
+PACKED_TRIMMED = ("pyarrow/tests", "pyarrow/include")
+
+
+def _venv_pack() -> str:
+    found = shutil.which("venv-pack") or str(Path(sys.executable).with_name("venv-pack"))
+    if not os.access(found, os.X_OK):
+        pytest.skip("venv-pack is not installed (pip install venv-pack; it is in the test extra)")
+    return found
+
+
+@pytest.fixture(scope="session")
+def packed_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``env.tar.gz``: a venv holding the kit (not editable) and its dependencies, packed by
+    venv-pack as Spark documents for Python dependencies (``spark.archives=env.tar.gz#environment``
+    with ``PYSPARK_PYTHON=./environment/bin/python``); made once per session.
+
+    As small as it can be: a fresh venv with a non-editable install of the kit (venv-pack refuses
+    editable installs) and :data:`PACKED_DEPENDENCIES`, without pyspark (Spark puts its own
+    ``pyspark.zip`` and py4j on its processes' path), pip and the test kit. Its ``bin/python``
+    links to this session's base interpreter (venv-pack keeps the link): the nodes need that Python
+    at the same path, which on this one machine they have."""
+    venv_pack = _venv_pack()
+    work = tmp_path_factory.mktemp("packed-venv")
+    # A copy of the sources, so that the build leaves nothing in the checkout.
+    repo_root = _HERE.parent
+    source = work / "source"
+    source.mkdir()
+    for name in ("twophase", "connectors"):
+        shutil.copytree(repo_root / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(repo_root / name, source / name)
+    env = work / "env"
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
+    pip = [str(env / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, "--no-deps", str(source)], check=True)
+    pins = [f"{name}=={importlib.metadata.version(name)}" for name in PACKED_DEPENDENCIES]
+    installed = subprocess.run([*pip, *pins], capture_output=True, text=True)
+    if installed.returncode != 0:
+        pytest.skip(f"could not install {' '.join(pins)} into the venv to pack: {installed.stderr[-1000:]}")
+    subprocess.run([str(env / "bin" / "python"), "-m", "pip", "uninstall", "-q", "-y", "pip", "setuptools"],
+                   check=True)
+    site = Path(subprocess.run([str(env / "bin" / "python"), "-c",
+                                "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    for name in PACKED_TRIMMED:
+        shutil.rmtree(site / name, ignore_errors=True)
+    archive = work / "env.tar.gz"
+    subprocess.run([venv_pack, "-p", str(env), "-o", str(archive), "-q"], check=True)
+    return archive
 
 
 # -- Hadoop: HDFS and YARN ---------------------------------------------------------------------------

@@ -8,17 +8,12 @@ Python lacks the kit:
   given as ``spark.archives=env.tar.gz#environment`` with ``PYSPARK_PYTHON=./environment/bin/python``;
   the job is exactly-once (docs/where-it-runs.md describes this recipe).
 
-The packed venv is made for the purpose, as small as it can be: a fresh venv with a non-editable
-install of the kit (venv-pack refuses editable installs) and the packages it imports on executors,
-without pyspark (Spark puts its own ``pyspark.zip`` and py4j on its workers' path), pip and the
-test kit, packed once per test session.
+The packed venv is the ``packed_venv`` fixture of conftest.py (also shipped to YARN by
+test_spark_on_yarn.py).
 """
 
 from __future__ import annotations
 
-import importlib.metadata
-import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -33,53 +28,7 @@ from test_spark_standalone import _python_with_dependencies_only
 
 pytestmark = pytest.mark.spark
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 RECORDS = 2000
-#: What the kit's packages import on executors (pyproject.toml's dependencies but pyspark), at the
-#: versions of this environment.
-EXECUTOR_DEPENDENCIES = ("pyarrow", "confluent-kafka", "kafka-python", "tenacity")
-#: Not needed by Spark's workers: left out of the packed venv.
-TRIMMED = ("pyarrow/tests", "pyarrow/include")
-
-
-def _venv_pack() -> str:
-    found = shutil.which("venv-pack") or str(Path(sys.executable).with_name("venv-pack"))
-    if not os.access(found, os.X_OK):
-        pytest.skip("venv-pack is not installed (pip install venv-pack; it is in the test extra)")
-    return found
-
-
-@pytest.fixture(scope="session")
-def packed_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``env.tar.gz``: a venv holding the kit (not editable) and its executor dependencies, packed
-    by venv-pack; made once per session."""
-    venv_pack = _venv_pack()
-    work = tmp_path_factory.mktemp("packed-venv")
-    # A copy of the sources, so that the build leaves nothing in the checkout.
-    source = work / "source"
-    source.mkdir()
-    for name in ("twophase", "connectors"):
-        shutil.copytree(REPO_ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(REPO_ROOT / name, source / name)
-    env = work / "env"
-    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
-    pip = [str(env / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, "--no-deps", str(source)], check=True)
-    pins = [f"{name}=={importlib.metadata.version(name)}" for name in EXECUTOR_DEPENDENCIES]
-    installed = subprocess.run([*pip, *pins], capture_output=True, text=True)
-    if installed.returncode != 0:
-        pytest.skip(f"could not install {' '.join(pins)} into the venv to pack: {installed.stderr[-1000:]}")
-    subprocess.run([str(env / "bin" / "python"), "-m", "pip", "uninstall", "-q", "-y", "pip", "setuptools"],
-                   check=True)
-    site = Path(subprocess.run([str(env / "bin" / "python"), "-c",
-                                "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
-    for name in TRIMMED:
-        shutil.rmtree(site / name, ignore_errors=True)
-    archive = work / "env.tar.gz"
-    subprocess.run([venv_pack, "-p", str(env), "-o", str(archive), "-q"], check=True)
-    return archive
 
 
 def test_workers_without_the_kit_fail_with_one_line_naming_the_fix(kafka_bootstrap, kafka_clients, unique_name,

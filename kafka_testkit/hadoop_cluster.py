@@ -92,9 +92,11 @@ class HadoopMiniCluster:
         return {"HADOOP_CONF_DIR": str(self.conf_dir), "YARN_CONF_DIR": str(self.conf_dir)}
 
     def container_pids(self, marker: str) -> list[int]:
-        """PIDs of the processes under the NodeManager (containers and what they run) whose command
-        line holds ``marker`` (e.g. Spark's ``YarnCoarseGrainedExecutorBackend``), oldest first."""
-        found = [proc for proc in descendants(self.pid) if marker in proc.cmdline]
+        """PIDs of the JVMs under the NodeManager (in its containers) whose command line holds
+        ``marker`` (e.g. Spark's ``YarnCoarseGrainedExecutorBackend``), oldest first; not the
+        ``bash -c`` that YARN's launch script starts each one with."""
+        found = [proc for proc in descendants(self.pid)
+                 if marker in proc.cmdline and os.path.basename(proc.cmdline.split(" ", 1)[0]) == "java"]
         return [proc.pid for proc in sorted(found, key=lambda p: p.start_ticks)]
 
     def stop(self) -> None:
