@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from connectors.spark.failures import kit_error_lines, worker_python_message
+from connectors.spark.failures import worker_python_message
 from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
 from spark_job import kit_lines, run_spark_job, spark_job_command, spark_job_environment, wait_for_end
 from test_spark_standalone import _python_with_dependencies_only
@@ -80,6 +80,6 @@ def test_a_relative_worker_python_missing_on_the_driver_fails_with_one_line(kafk
                                   "PYSPARK_SUBMIT_ARGS": f"--conf spark.archives={packed_venv}#environment "
                                                          "pyspark-shell"})
     assert finished.returncode != 0
-    # The example registers the format outside its error report: the kit's error is the traceback's last line.
-    line, = kit_error_lines(finished.stderr)
+    # The example prints the kit's one-line errors last, as "kafka-eos: <line>".
+    line, = kit_lines(finished.stderr)
     assert line.startswith("PYSPARK_PYTHON=./environment/bin/python does not exist in the driver's working folder")
