@@ -161,6 +161,9 @@ CI_SET = (
     # Spark on YARN (Hadoop's own minicluster, checkpoint and state on hdfs://), the kit shipped by
     # spark.archives: an executor container killed (client mode), the AM killed mid-commit (cluster mode).
     "test_spark_on_yarn.py::",
+    # The kit's state on HDFS through WebHDFS: the atomic create under racing writers, the state
+    # crash matrix, and Spark's checkpoint with the kit's state on hdfs:// (lost state, moved driver).
+    "test_state_on_hdfs.py::",
     # Secured, least privilege.
     "test_secured_cluster.py::test_secured_spark_job_killed_at_failpoint_and_restarted_is_exactly_once[mid_commit]",
     "test_secured_cluster.py::test_a_missing_acl_fails_the_job_with_one_line_naming_it[transactional id WRITE]",

@@ -47,7 +47,9 @@ def test_an_executor_killed_mid_batch_is_exactly_once(kafka_bootstrap, kafka_cli
     prefix, checkpoint = unique_name("txn"), tmp_path / "chk"
     earlier = set(spark_cluster.launcher.executor_pids())  # a killed driver's executors may linger
     job = start_spark_job(kafka_bootstrap, source, sink, checkpoint, f"before_pre_commit:sleep({HOLD_MS})@1",
-                          master=spark_cluster.master_url, extra=("--transactional-id-prefix", prefix))
+                          master=spark_cluster.master_url,
+                          # One write task per Kafka partition, so that both executors hold one.
+                          extra=("--transactional-id-prefix", prefix, "--min-records-per-task", "0"))
     try:
         control = kafka_clients.txn_control()
         # Both executors (one core each) run a write task of batch 0, held with its transaction open.
