@@ -62,54 +62,68 @@ def lose_machine(machine: Path) -> None:
     shutil.rmtree(machine)
 
 
-@pytest.mark.parametrize("failpoint", ["after_checkpoint_stored", "mid_commit", "after_commit"])
-def test_driver_killed_and_restarted_on_another_machine_is_exactly_once(
-        kafka_bootstrap, kafka_clients, unique_name, tmp_path, s3_prefix, failpoint):
-    source, sink, ids = topics_with_orders(kafka_clients, unique_name, RECORDS)
-    checkpoint = tmp_path / "shared-storage" / "checkpoint"
-    crashed = run_on_machine(tmp_path / "machine-a", kafka_bootstrap, source, sink, checkpoint, s3_prefix,
+def killed_and_finished_on_another_machine(bootstrap: str, clients, unique_name, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                           checkpoint: Path | str, state: str, failpoint: str) -> None:
+    """The job killed at ``failpoint`` (its second hit) on machine A, which is then lost; machine B
+    runs it again from the same checkpointLocation and state: exactly-once, no open transaction."""
+    source, sink, ids = topics_with_orders(clients, unique_name, RECORDS)
+    crashed = run_on_machine(tmp_path / "machine-a", bootstrap, source, sink, checkpoint, state,
                              f"{failpoint}:exit@2")
     assert crashed.returncode == KILLED, f"exit {crashed.returncode}\n{crashed.stderr[-4000:]}"
-    assert len(read_committed_values(kafka_clients, sink)) < RECORDS, "crashed after finishing"
-    stored = FileCheckpointStore(s3_prefix, check_writable=False)
-    assert stored.checkpoint_ids(), "the state is not on S3"
+    assert len(read_committed_values(clients, sink)) < RECORDS, "crashed after finishing"
+    stored = FileCheckpointStore(state, check_writable=False)
+    assert stored.checkpoint_ids(), f"no state at {state}"
     if failpoint != "after_commit":
         assert not stored.is_committed(stored.checkpoint_ids()[-1]), "the crash did not hit the commit window"
     lose_machine(tmp_path / "machine-a")
 
-    finished = run_on_machine(tmp_path / "machine-b", kafka_bootstrap, source, sink, checkpoint, s3_prefix)
+    finished = run_on_machine(tmp_path / "machine-b", bootstrap, source, sink, checkpoint, state)
     assert finished.returncode == 0, finished.stderr[-4000:]
-    wait_until_stable(kafka_clients, sink)
-    assert_exactly_once(read_committed_values(kafka_clients, sink), ids, copied_id)
-    assert kafka_clients.txn_control().list_open_transactions("kafka-eos-") == []
+    wait_until_stable(clients, sink)
+    assert_exactly_once(read_committed_values(clients, sink), ids, copied_id)
+    assert clients.txn_control().list_open_transactions("kafka-eos-") == []
+
+
+@pytest.mark.parametrize("failpoint", ["after_checkpoint_stored", "mid_commit", "after_commit"])
+def test_driver_killed_and_restarted_on_another_machine_is_exactly_once(
+        kafka_bootstrap, kafka_clients, unique_name, tmp_path, s3_prefix, failpoint):
+    checkpoint = tmp_path / "shared-storage" / "checkpoint"
+    killed_and_finished_on_another_machine(kafka_bootstrap, kafka_clients, unique_name, tmp_path, checkpoint,
+                                           s3_prefix, failpoint)
     assert not (checkpoint / "kafka-eos").exists(), "the kit kept state next to Spark's checkpoint"
+
+
+def refused_as_lost_state_then_finished(bootstrap: str, clients, unique_name, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                        checkpoint: Path | str, state_a: str, state_b: str) -> None:
+    """Run 1 with state A dies just after committing batch 3; run 2 starts from the same
+    checkpointLocation with state B, as a driver on a new machine with a local eos.stateDir would,
+    and is refused as lost state without writing; run 3, with state A, finishes exactly-once."""
+    source, sink, ids = topics_with_orders(clients, unique_name, RECORDS)
+    crashed = run_on_machine(tmp_path / "machine-a", bootstrap, source, sink, checkpoint, state_a,
+                             "after_commit:exit@3")
+    assert crashed.returncode == KILLED, crashed.stderr[-4000:]
+    written = read_committed_values(clients, sink)
+    lose_machine(tmp_path / "machine-a")
+
+    refused = run_on_machine(tmp_path / "machine-b", bootstrap, source, sink, checkpoint, state_b)
+    assert refused.returncode not in (0, KILLED), refused.stderr[-4000:]
+    assert "lost state" in refused.stderr and state_b in refused.stderr, refused.stderr[-4000:]
+    after = read_committed_values(clients, sink)
+    assert Counter(after) == Counter(written), "the refused run wrote output"
+    assert {v: n for v, n in Counter(after).items() if n > 1} == {}
+
+    finished = run_on_machine(tmp_path / "machine-c", bootstrap, source, sink, checkpoint, state_a)
+    assert finished.returncode == 0, finished.stderr[-4000:]
+    wait_until_stable(clients, sink)
+    assert_exactly_once(read_committed_values(clients, sink), ids, copied_id)
 
 
 def test_a_restart_with_another_state_location_fails_loudly_instead_of_duplicating(
         kafka_bootstrap, kafka_clients, unique_name, tmp_path, s3_prefix):
-    # The issue's measurement: run 1 with state A dies just after committing batch 3; run 2 starts
-    # from the same checkpointLocation with state B, as a driver on a new machine with a local
-    # eos.stateDir would. It used to exit 0 with a whole batch duplicated.
-    source, sink, ids = topics_with_orders(kafka_clients, unique_name, RECORDS)
-    checkpoint = tmp_path / "shared-storage" / "checkpoint"
-    state_a, state_b = f"{s3_prefix}/state-a", f"{s3_prefix}/state-b"
-    crashed = run_on_machine(tmp_path / "machine-a", kafka_bootstrap, source, sink, checkpoint, state_a,
-                             "after_commit:exit@3")
-    assert crashed.returncode == KILLED, crashed.stderr[-4000:]
-    written = read_committed_values(kafka_clients, sink)
-    lose_machine(tmp_path / "machine-a")
-
-    refused = run_on_machine(tmp_path / "machine-b", kafka_bootstrap, source, sink, checkpoint, state_b)
-    assert refused.returncode not in (0, KILLED), refused.stderr[-4000:]
-    assert "lost state" in refused.stderr and state_b in refused.stderr, refused.stderr[-4000:]
-    after = read_committed_values(kafka_clients, sink)
-    assert Counter(after) == Counter(written), "the refused run wrote output"
-    assert {v: n for v, n in Counter(after).items() if n > 1} == {}
-
-    finished = run_on_machine(tmp_path / "machine-c", kafka_bootstrap, source, sink, checkpoint, state_a)
-    assert finished.returncode == 0, finished.stderr[-4000:]
-    wait_until_stable(kafka_clients, sink)
-    assert_exactly_once(read_committed_values(kafka_clients, sink), ids, copied_id)
+    # The issue's measurement: it used to exit 0 with a whole batch duplicated.
+    refused_as_lost_state_then_finished(kafka_bootstrap, kafka_clients, unique_name, tmp_path,
+                                        tmp_path / "shared-storage" / "checkpoint", f"{s3_prefix}/state-a",
+                                        f"{s3_prefix}/state-b")
 
 
 def test_a_reset_checkpoint_with_its_state_kept_is_refused(kafka_bootstrap, kafka_clients, unique_name, tmp_path,

@@ -18,20 +18,15 @@ from __future__ import annotations
 
 import multiprocessing
 import posixpath
-from collections import Counter
 from typing import Any, Callable, Iterator
 
 import pytest
 
-from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
-from kafka_testkit.state_scenarios import crash_at_every_write, racing_creates
-from test_driver_moves import KILLED, RECORDS, lose_machine, run_on_machine
-from twophase import savepoints
-from twophase.checkpoint import CompletedCheckpoint
-from twophase.checkpoint_store import FileCheckpointStore
-from twophase.errors import CheckpointExistsError, StateFileExistsError
+from kafka_testkit.state_scenarios import (crash_at_every_write, racing_creates, savepoint_lifecycle,
+                                           write_once_with_retention, zombie_driver_refused)
+from test_driver_moves import killed_and_finished_on_another_machine, refused_as_lost_state_then_finished
+from twophase.errors import StateFileExistsError
 from twophase.hadoop_config import WEBHDFS_URL_ENV
-from twophase.state_owner import StateOwner
 from twophase.state_storage import open_state_storage
 from twophase.webhdfs_storage import DELEGATION_TOKEN_ENV, WebHdfsStateStorage, webhdfs_client
 
@@ -74,9 +69,6 @@ def hdfs_tree(cluster: Any, uri: str) -> tuple[list[str], list[str]]:
     return sorted(files), sorted(folders)
 
 
-def chk(cid: int, **states: Any) -> CompletedCheckpoint:
-    return CompletedCheckpoint(cid, 1000 * cid, 1000 * cid + 5, states or {"source": cid})
-
 
 def test_hdfs_locations_map_to_webhdfs_through_hdfs_site_and_the_probe_passes(hdfs, hdfs_prefix):
     storage = open_state_storage(hdfs_prefix + "/")
@@ -91,20 +83,8 @@ def test_hdfs_locations_map_to_webhdfs_through_hdfs_site_and_the_probe_passes(hd
 
 
 def test_checkpoints_on_hdfs_are_write_once_files_and_retention_leaves_no_folders(hdfs, hdfs_prefix):
-    store = FileCheckpointStore(hdfs_prefix, retained_checkpoints=2)
-    store.claim_owner(StateOwner("spark-streaming-query", "q-1", "it"))
-    for cid in range(1, 6):
-        store.add(chk(cid))
-        store.mark_committed(cid)
-    store.reserve_checkpoint_id(6)
-    files, folders = hdfs_tree(hdfs, hdfs_prefix)
-    assert files == ["_owner", "chk-4/_committed", "chk-4/_metadata", "chk-5/_committed", "chk-5/_metadata",
-                     "chk-6/_reserved"]
-    assert folders == ["chk-4", "chk-5", "chk-6"]
-    elsewhere = FileCheckpointStore(hdfs_prefix)  # what a driver on another machine reads
-    assert elsewhere.latest().checkpoint_id == 5 and elsewhere.is_committed(5)
-    assert elsewhere.next_checkpoint_id() == 7
-    assert elsewhere.owner().owner_id == "q-1"
+    write_once_with_retention(hdfs_prefix, lambda: hdfs_tree(hdfs, hdfs_prefix)[0])
+    assert hdfs_tree(hdfs, hdfs_prefix)[1] == ["chk-4", "chk-5", "chk-6"]
 
 
 def test_a_conditional_create_on_hdfs_has_exactly_one_winner_among_threads(hdfs_prefix):
@@ -149,23 +129,11 @@ def test_a_conditional_create_on_hdfs_has_exactly_one_winner_among_processes(hdf
 
 
 def test_a_zombie_driver_cannot_overwrite_a_stored_checkpoint_on_hdfs(hdfs_prefix):
-    driver, zombie = FileCheckpointStore(hdfs_prefix), FileCheckpointStore(hdfs_prefix)
-    driver.latest(), zombie.latest()
-    driver.add(chk(3, sink=["driver"]))
-    with pytest.raises(CheckpointExistsError, match="another driver"):
-        zombie.add(chk(3, sink=["zombie"]))
-    assert FileCheckpointStore(hdfs_prefix).latest().state_of("sink") == ["driver"]
+    zombie_driver_refused(hdfs_prefix)
 
 
 def test_savepoints_on_hdfs(hdfs, hdfs_prefix):
-    location = f"{hdfs_prefix}/savepoints/sp-1"
-    savepoints.write_savepoint(location, chk(4))
-    with pytest.raises(FileExistsError, match="already holds a savepoint"):
-        savepoints.write_savepoint(location, chk(5))
-    savepoints.mark_savepoint_committed(location)
-    assert savepoints.load_savepoint(location).checkpoint_id == 4 and savepoints.is_savepoint_committed(location)
-    savepoints.dispose_savepoint(location)
-    assert hdfs_tree(hdfs, hdfs_prefix)[0] == []
+    savepoint_lifecycle(f"{hdfs_prefix}/savepoints/sp-1", lambda: hdfs_tree(hdfs, hdfs_prefix)[0])
 
 
 def test_a_crash_before_every_write_of_the_state_on_hdfs_is_exactly_once(hdfs_prefix):
@@ -176,26 +144,13 @@ def test_a_crash_before_every_write_of_the_state_on_hdfs_is_exactly_once(hdfs_pr
 # -- Spark: checkpointLocation and the kit's state on hdfs:// ------------------------------------------
 
 @pytest.mark.spark
-@pytest.mark.parametrize("failpoint", ["after_checkpoint_stored"])
+@pytest.mark.parametrize("failpoint", ["after_checkpoint_stored", "mid_commit"])
 def test_driver_killed_at_a_commit_failpoint_and_restarted_on_another_machine_with_all_on_hdfs_is_exactly_once(
         kafka_bootstrap, kafka_clients, unique_name, tmp_path, hdfs, hdfs_prefix, failpoint):
-    source, sink, ids = topics_with_orders(kafka_clients, unique_name, RECORDS)
     checkpoint = f"{hdfs_prefix}/checkpoint"
-    state = f"{checkpoint}/kafka-eos"  # where the state is when eos.stateDir is unset
-    crashed = run_on_machine(tmp_path / "machine-a", kafka_bootstrap, source, sink, checkpoint, state,
-                             f"{failpoint}:exit@2")
-    assert crashed.returncode == KILLED, f"exit {crashed.returncode}\n{crashed.stderr[-4000:]}"
-    assert len(read_committed_values(kafka_clients, sink)) < RECORDS, "crashed after finishing"
-    stored = FileCheckpointStore(state, check_writable=False)
-    assert stored.checkpoint_ids(), "the state is not on HDFS"
-    assert not stored.is_committed(stored.checkpoint_ids()[-1]), "the crash did not hit the commit window"
-    lose_machine(tmp_path / "machine-a")
-
-    finished = run_on_machine(tmp_path / "machine-b", kafka_bootstrap, source, sink, checkpoint, state)
-    assert finished.returncode == 0, finished.stderr[-4000:]
-    wait_until_stable(kafka_clients, sink)
-    assert_exactly_once(read_committed_values(kafka_clients, sink), ids, copied_id)
-    assert kafka_clients.txn_control().list_open_transactions("kafka-eos-") == []
+    killed_and_finished_on_another_machine(kafka_bootstrap, kafka_clients, unique_name, tmp_path, checkpoint,
+                                           f"{checkpoint}/kafka-eos",  # eos.stateDir's default
+                                           failpoint)
     files, _ = hdfs_tree(hdfs, checkpoint)
     assert "metadata" in files and any(f.startswith("commits/") for f in files), "Spark's checkpoint is not on HDFS"
     assert any(f.startswith("kafka-eos/chk-") for f in files), files
@@ -205,23 +160,6 @@ def test_driver_killed_at_a_commit_failpoint_and_restarted_on_another_machine_wi
 @pytest.mark.spark
 def test_a_restart_with_another_state_location_on_hdfs_is_refused_as_lost_state(
         kafka_bootstrap, kafka_clients, unique_name, tmp_path, hdfs_prefix):
-    source, sink, ids = topics_with_orders(kafka_clients, unique_name, RECORDS)
-    checkpoint = f"{hdfs_prefix}/checkpoint"
-    state_a, state_b = f"{hdfs_prefix}/state-a", f"{hdfs_prefix}/state-b"
-    crashed = run_on_machine(tmp_path / "machine-a", kafka_bootstrap, source, sink, checkpoint, state_a,
-                             "after_commit:exit@3")
-    assert crashed.returncode == KILLED, crashed.stderr[-4000:]
-    written = read_committed_values(kafka_clients, sink)
-    lose_machine(tmp_path / "machine-a")
-
-    refused = run_on_machine(tmp_path / "machine-b", kafka_bootstrap, source, sink, checkpoint, state_b)
-    assert refused.returncode not in (0, KILLED), refused.stderr[-4000:]
-    assert "lost state" in refused.stderr and state_b in refused.stderr, refused.stderr[-4000:]
-    after = read_committed_values(kafka_clients, sink)
-    assert Counter(after) == Counter(written), "the refused run wrote output"
-    assert {v: n for v, n in Counter(after).items() if n > 1} == {}
-
-    finished = run_on_machine(tmp_path / "machine-c", kafka_bootstrap, source, sink, checkpoint, state_a)
-    assert finished.returncode == 0, finished.stderr[-4000:]
-    wait_until_stable(kafka_clients, sink)
-    assert_exactly_once(read_committed_values(kafka_clients, sink), ids, copied_id)
+    refused_as_lost_state_then_finished(kafka_bootstrap, kafka_clients, unique_name, tmp_path,
+                                        f"{hdfs_prefix}/checkpoint", f"{hdfs_prefix}/state-a",
+                                        f"{hdfs_prefix}/state-b")

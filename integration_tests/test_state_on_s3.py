@@ -4,20 +4,11 @@ write of the state, as in tests/twophase/test_checkpoint_store.py."""
 
 from __future__ import annotations
 
-import pytest
 
-from kafka_testkit.state_scenarios import crash_at_every_write, racing_creates
-from twophase import savepoints
-from twophase.checkpoint import CompletedCheckpoint
-from twophase.checkpoint_store import FileCheckpointStore
-from twophase.errors import CheckpointExistsError
+from kafka_testkit.state_scenarios import (crash_at_every_write, racing_creates, savepoint_lifecycle,
+                                           write_once_with_retention, zombie_driver_refused)
 from twophase.conditional_create import s3_client
-from twophase.state_owner import StateOwner
 from twophase.state_storage import ArrowStateStorage, open_state_storage
-
-
-def chk(cid: int, **states) -> CompletedCheckpoint:
-    return CompletedCheckpoint(cid, 1000 * cid, 1000 * cid + 5, states or {"source": cid})
 
 
 def objects_under(uri: str) -> list[str]:
@@ -35,19 +26,8 @@ def test_s3a_locations_open_on_s3_and_the_probe_passes(s3_prefix):
 
 
 def test_checkpoints_on_s3_are_write_once_objects(s3_prefix):
-    store = FileCheckpointStore(s3_prefix, retained_checkpoints=2)
-    store.claim_owner(StateOwner("spark-streaming-query", "q-1", "it"))
-    for cid in range(1, 6):
-        store.add(chk(cid))
-        store.mark_committed(cid)
-    store.reserve_checkpoint_id(6)
     # No directory markers, no temp objects: one object per fact, retention applied.
-    assert objects_under(s3_prefix) == ["_owner", "chk-4/_committed", "chk-4/_metadata", "chk-5/_committed",
-                                        "chk-5/_metadata", "chk-6/_reserved"]
-    elsewhere = FileCheckpointStore(s3_prefix)  # what a driver on another machine reads
-    assert elsewhere.latest().checkpoint_id == 5 and elsewhere.is_committed(5)
-    assert elsewhere.next_checkpoint_id() == 7
-    assert elsewhere.owner().owner_id == "q-1"
+    write_once_with_retention(s3_prefix, lambda: objects_under(s3_prefix))
 
 
 def test_a_conditional_create_on_s3_has_exactly_one_winner(s3_prefix):
@@ -57,23 +37,11 @@ def test_a_conditional_create_on_s3_has_exactly_one_winner(s3_prefix):
 
 
 def test_a_zombie_driver_cannot_overwrite_a_stored_checkpoint_on_s3(s3_prefix):
-    driver, zombie = FileCheckpointStore(s3_prefix), FileCheckpointStore(s3_prefix)
-    driver.latest(), zombie.latest()
-    driver.add(chk(3, sink=["driver"]))
-    with pytest.raises(CheckpointExistsError, match="another driver"):
-        zombie.add(chk(3, sink=["zombie"]))
-    assert FileCheckpointStore(s3_prefix).latest().state_of("sink") == ["driver"]
+    zombie_driver_refused(s3_prefix)
 
 
 def test_savepoints_on_s3(s3_prefix):
-    location = f"{s3_prefix}/savepoints/sp-1"
-    savepoints.write_savepoint(location, chk(4))
-    with pytest.raises(FileExistsError, match="already holds a savepoint"):
-        savepoints.write_savepoint(location, chk(5))
-    savepoints.mark_savepoint_committed(location)
-    assert savepoints.load_savepoint(location).checkpoint_id == 4 and savepoints.is_savepoint_committed(location)
-    savepoints.dispose_savepoint(location)
-    assert objects_under(s3_prefix) == []
+    savepoint_lifecycle(f"{s3_prefix}/savepoints/sp-1", lambda: objects_under(s3_prefix))
 
 
 def test_a_crash_before_every_write_of_the_state_on_s3_is_exactly_once(s3_prefix):

@@ -1,5 +1,5 @@
 """State storages for unit tests (a local directory, and kafka_testkit's in-memory one) and the
-scenarios run on them, here and on real S3 in integration_tests/."""
+scenarios run on them, here and on real S3 and HDFS in integration_tests/."""
 
 from __future__ import annotations
 
@@ -11,9 +11,13 @@ from typing import Callable
 from kafka_testkit.crashing_storage import CrashingStorage, SimulatedCrash, WriteLog
 from kafka_testkit.memory_storage import memory_storage
 from kafka_testkit.memory_system import ListSource, MemorySink, MemoryTransactionalSystem, StepClock
+from twophase import savepoints
+from twophase.checkpoint import CompletedCheckpoint
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.coordinator import CheckpointConfig, CheckpointCoordinator
+from twophase.errors import CheckpointExistsError
 from twophase.pipeline import LocalPipeline
+from twophase.state_owner import StateOwner
 from twophase.state_storage import LocalStateStorage, StateStorage
 
 KINDS = ("local", "memory")
@@ -92,3 +96,59 @@ def racing_creates(storage: StateStorage, key: str, contenders: int = 8) -> list
     assert len(winners) == 1, f"{len(winners)} writers created {key}"
     assert storage.read(key) == f"writer {winners[0]}".encode()
     return winners
+
+
+# -- The store's contract on a real remote storage (integration_tests: S3, HDFS) -----------------
+
+def chk(cid: int, **states: object) -> CompletedCheckpoint:
+    """A completed checkpoint ``cid`` with ``states`` (by default a source position)."""
+    return CompletedCheckpoint(cid, 1000 * cid, 1000 * cid + 5, states or {"source": cid})
+
+
+def write_once_with_retention(location: str, files_under: Callable[[], list[str]]) -> None:
+    """Five checkpoints stored and committed with two retained, and a reserved id: one file per
+    fact (no temp files, no markers), as ``files_under`` lists them with a client of its own; and a
+    store opened elsewhere (another driver's) reads the same."""
+    store = FileCheckpointStore(location, retained_checkpoints=2)
+    store.claim_owner(StateOwner("spark-streaming-query", "q-1", "it"))
+    for cid in range(1, 6):
+        store.add(chk(cid))
+        store.mark_committed(cid)
+    store.reserve_checkpoint_id(6)
+    assert files_under() == ["_owner", "chk-4/_committed", "chk-4/_metadata", "chk-5/_committed",
+                             "chk-5/_metadata", "chk-6/_reserved"]
+    elsewhere = FileCheckpointStore(location)
+    assert elsewhere.latest().checkpoint_id == 5 and elsewhere.is_committed(5)
+    assert elsewhere.next_checkpoint_id() == 7
+    assert elsewhere.owner().owner_id == "q-1"
+
+
+def zombie_driver_refused(location: str) -> None:
+    """Two drivers read the same state; the second to store checkpoint 3 is refused and the
+    first one's stays."""
+    driver, zombie = FileCheckpointStore(location), FileCheckpointStore(location)
+    driver.latest(), zombie.latest()
+    driver.add(chk(3, sink=["driver"]))
+    try:
+        zombie.add(chk(3, sink=["zombie"]))
+    except CheckpointExistsError as exc:
+        assert "another driver" in str(exc), exc
+    else:
+        raise AssertionError("a zombie driver stored over a stored checkpoint")
+    assert FileCheckpointStore(location).latest().state_of("sink") == ["driver"]
+
+
+def savepoint_lifecycle(location: str, files_under: Callable[[], list[str]]) -> None:
+    """A savepoint written once (a second write refused), marked committed, read, and disposed
+    of, leaving no file under the location's parent that ``files_under`` lists."""
+    savepoints.write_savepoint(location, chk(4))
+    try:
+        savepoints.write_savepoint(location, chk(5))
+    except FileExistsError as exc:
+        assert "already holds a savepoint" in str(exc), exc
+    else:
+        raise AssertionError("a second savepoint was written over the first")
+    savepoints.mark_savepoint_committed(location)
+    assert savepoints.load_savepoint(location).checkpoint_id == 4 and savepoints.is_savepoint_committed(location)
+    savepoints.dispose_savepoint(location)
+    assert files_under() == []
