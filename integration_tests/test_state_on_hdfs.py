@@ -1,7 +1,7 @@
 """The kit's state on a real HDFS (Hadoop's own minicluster, the ``hadoop_cluster`` fixture of
 conftest.py), reached through WebHDFS (twophase/webhdfs_storage.py):
 
-- the conditional create (WebHDFS ``CREATE`` with ``overwrite=false``) under writers racing on one
+- the conditional create (a whole temp file, then WebHDFS ``RENAME`` without overwrite) under writers racing on one
   key, threads of one process and separate processes, released together by a barrier: exactly one
   wins, the others get StateFileExistsError, the content is the winner's;
 - write-once checkpoints, retention (no empty folders left), a zombie driver, savepoints, and the

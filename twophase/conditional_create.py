@@ -15,7 +15,8 @@ Every SDK finds credentials and endpoints the way pyarrow does (environment vari
 files, instance or workload identity), so both sides reach the same store as the same principal.
 
 ``hdfs://`` is not here: it is served through WebHDFS (:mod:`twophase.webhdfs_storage`), whose
-``CREATE`` with ``overwrite=false`` is the NameNode's own atomic create-if-absent. Only
+``RENAME`` of a whole temp file, refused onto a taken name, is the NameNode's own atomic
+create-if-absent. Only
 ``viewfs://`` still goes through pyarrow's libhdfs, because its mount table is resolved inside
 Hadoop's Java client. libhdfs opens every file for writing with overwrite, and pyarrow's ``move``
 replaces an existing file, so the viewfs create checks, renames and reads back: a collision is

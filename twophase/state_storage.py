@@ -18,7 +18,8 @@ writers of one key exactly one succeeds, the other gets :class:`FileExistsError`
   through the store's own SDK (:mod:`twophase.conditional_create`);
 - ``hdfs://`` (``hdfs:///path``: the namenode of ``fs.defaultFS``), ``webhdfs://``,
   ``swebhdfs://``: :class:`twophase.webhdfs_storage.WebHdfsStateStorage`, every operation a WebHDFS
-  request, the conditional create one ``CREATE`` with ``overwrite=false``. ``viewfs://`` stays on
+  request, the conditional create a whole temp file and one ``RENAME`` that the NameNode refuses
+  onto a taken name. ``viewfs://`` stays on
   pyarrow's libhdfs: its mount table is resolved inside Hadoop's Java client, which WebHDFS does not
   have.
 

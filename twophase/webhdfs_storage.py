@@ -1,15 +1,19 @@
 """The kit's state on HDFS, through WebHDFS (HdfsCLI, ``pip install 'pyspark-kafka-eos[hdfs]'``): no
 native library, no JVM in the Python process.
 
-The decision of a state file is one request to the NameNode: WebHDFS ``op=CREATE&overwrite=false``.
-The NameNode creates the file only if the path is free, under its namespace lock, so of two
-writers of one key exactly one gets the file; the other gets ``FileAlreadyExistsException`` (or
-``AlreadyBeingCreatedException`` while the winner is still writing), raised here as
-:class:`StateFileExistsError`. Unlike a rename-based create, the file exists from that request on:
-a reader that comes within the milliseconds of the upload sees it short, and a writer killed in the
-middle of sending its few bytes leaves it short (the DataNode closes what it got). Nothing reads a
-state file as valid unless it is whole: a checkpoint carries a checksum, the owner record must be
-valid JSON, the markers carry no content.
+The decision of a state file is one request to the NameNode, made on a file that is already whole:
+
+1. the content goes to a name of this writer's own (``.<name>.<uuid>.tmp`` beside the file, which
+   listings skip), with WebHDFS ``op=CREATE&overwrite=false``;
+2. WebHDFS ``op=RENAME`` moves it to the file's name. That rename does not overwrite: the NameNode
+   refuses it, under its namespace lock, when the name is taken, so of two writers of one key
+   exactly one gets it and the other gets :class:`StateFileExistsError` (its temp file deleted).
+
+A CREATE straight to the file's name would also be an atomic create-if-absent, but the file would
+exist from that request on, while its bytes are uploaded: a writer killed in the middle would leave
+a short file under the decision's name, which no later writer could replace, and the query could
+not store that checkpoint again. With the rename, the name holds a whole file or none; a writer
+killed before it leaves only a temp file, which nothing reads.
 
 Reads, listings (LISTSTATUS, folder by folder) and deletes are WebHDFS requests too. A delete
 removes the folders it leaves empty (a non-recursive DELETE of the folder, which the NameNode
@@ -34,6 +38,7 @@ import getpass
 import logging
 import os
 import posixpath
+import uuid
 from functools import lru_cache
 from typing import Any, Iterable
 
@@ -120,19 +125,43 @@ class WebHdfsStateStorage(StateStorage):
             raise StateStorageError(f"{self.uri} was opened read-only; not {what}")
 
     def create(self, key: str, data: bytes) -> None:
+        """Steps 1-2 of the module doc: the whole content under a temp name, then the rename that
+        the NameNode refuses when ``key`` is taken."""
         self._refuse_write(f"creating {key}")
         hdfs = _hdfscli()
         path = self._path(key)
+        folder, name = posixpath.split(path)
+        temp = posixpath.join(folder, f".{name}.{uuid.uuid4().hex}.tmp")
         try:
-            # One CREATE with overwrite=false: the NameNode's create-if-absent decides (parents are
-            # created with the file).
-            self.client.write(path, data=data, overwrite=False)
+            # 1. write: parents are created with the file; the name is this writer's alone.
+            self.client.write(temp, data=data, overwrite=False)
+            # 2. decide.
+            try:
+                self.client.rename(temp, path)
+            except hdfs.HdfsError:
+                taken = self._is_file(path)
+                self._delete_quietly(temp)
+                if taken:
+                    raise StateFileExistsError(errno.EEXIST, "state file already exists", self.location(key)) from None
+                raise
+        except StateFileExistsError:
+            raise
         except hdfs.HdfsError as exc:
-            if getattr(exc, "exception", None) in _EXISTS:
+            if getattr(exc, "exception", None) in _EXISTS:  # the temp name: never, short of a uuid clash
                 raise StateFileExistsError(errno.EEXIST, "state file already exists", self.location(key)) from None
             raise self._failed("creating", key, exc) from exc
         except OSError as exc:  # requests' connection errors
             raise self._failed("creating", key, exc) from exc
+
+    def _is_file(self, path: str) -> bool:
+        status = self.client.status(path, strict=False)
+        return bool(status) and status.get("type") == "FILE"
+
+    def _delete_quietly(self, path: str) -> None:
+        try:
+            self.client.delete(path)
+        except Exception as exc:  # a leftover temp file is skipped by listings; the refusal matters
+            log.warning("could not delete the temp file %s: %s", path, exc)
 
     def read(self, key: str) -> bytes:
         hdfs = _hdfscli()
@@ -149,10 +178,9 @@ class WebHdfsStateStorage(StateStorage):
     def exists(self, key: str) -> bool:
         hdfs = _hdfscli()
         try:
-            status = self.client.status(self._path(key), strict=False)
+            return self._is_file(self._path(key))
         except (hdfs.HdfsError, OSError) as exc:
             raise self._failed("looking up", key, exc) from exc
-        return bool(status) and status.get("type") == "FILE"
 
     def list_keys(self, subdirectory: str = "") -> list[str]:
         hdfs = _hdfscli()

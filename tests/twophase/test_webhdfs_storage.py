@@ -109,13 +109,57 @@ def test_without_hdfscli_the_extra_is_named(monkeypatch):
         open_state_storage("hdfs://nn:8020/chk")
 
 
-@pytest.mark.parametrize("exception", ["FileAlreadyExistsException", "AlreadyBeingCreatedException"])
-def test_a_create_the_namenode_refuses_as_taken_is_a_state_file_exists_error(storage, monkeypatch, exception):
-    calls = []
-    monkeypatch.setattr(storage.client, "write", lambda path, **kw: (calls.append((path, kw)), answer(exception)())[1])
+class RecordingClient:
+    """What the create asks the NameNode: writes, renames (refused where the path is taken),
+    statuses and deletes."""
+
+    def __init__(self, taken: set[str]) -> None:
+        self.taken, self.calls = set(taken), []
+
+    def write(self, path, data, overwrite):
+        self.calls.append(("write", path, data, overwrite))
+
+    def rename(self, source, destination):
+        self.calls.append(("rename", source, destination))
+        if destination in self.taken:
+            raise hdfs.HdfsError("Unable to rename %r to %r.", source, destination)
+        self.taken.add(destination)
+
+    def status(self, path, strict=True):
+        self.calls.append(("status", path))
+        return {"type": "FILE"} if path in self.taken else None
+
+    def delete(self, path, recursive=False):
+        self.calls.append(("delete", path))
+        return True
+
+
+def test_a_create_writes_the_whole_file_under_a_temp_name_and_renames_it_without_overwrite(storage):
+    storage.client = RecordingClient(taken=set())
+    storage.create("chk-1/_metadata", b"x")
+    (write, temp, data, overwrite), rename = storage.client.calls
+    assert (write, data, overwrite) == ("write", b"x", False)
+    assert temp.startswith("/user/me/state/chk-1/._metadata.") and temp.endswith(".tmp")
+    assert rename == ("rename", temp, "/user/me/state/chk-1/_metadata")
+
+
+def test_a_create_of_a_taken_name_is_a_state_file_exists_error_and_leaves_no_temp_file(storage):
+    storage.client = RecordingClient(taken={"/user/me/state/chk-1/_metadata"})
     with pytest.raises(StateFileExistsError, match="hdfs://nn:8020/user/me/state/chk-1/_metadata"):
         storage.create("chk-1/_metadata", b"x")
-    assert calls == [("/user/me/state/chk-1/_metadata", {"data": b"x", "overwrite": False})]
+    temp = storage.client.calls[0][1]
+    assert storage.client.calls[1:] == [("rename", temp, "/user/me/state/chk-1/_metadata"),
+                                        ("status", "/user/me/state/chk-1/_metadata"), ("delete", temp)]
+
+
+def test_a_rename_refused_for_another_reason_is_a_storage_error(storage):
+    client = RecordingClient(taken=set())
+    client.rename = answer("AccessControlException", "Permission denied: user=me")
+    storage.client = client
+    with pytest.raises(StateStorageError, match=r"creating hdfs://nn:8020/user/me/state/_owner through WebHDFS .* "
+                                                r"AccessControlException: Permission denied"):
+        storage.create("_owner", b"x")
+    assert client.calls[-1][0] == "delete"  # its temp file
 
 
 def test_other_refusals_are_storage_errors_naming_the_file_and_the_cause(storage, monkeypatch):
