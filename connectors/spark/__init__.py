@@ -7,15 +7,12 @@
 
 from __future__ import annotations
 
-import logging
 import os
 
 from pyspark.sql import SparkSession
 
 from connectors.spark.datasource import FORMAT, KafkaEosDataSource
 from connectors.spark.spark_errors import SpeculationNotSupportedError
-
-log = logging.getLogger(__name__)
 
 
 def register(spark: SparkSession, *, warm_up: bool = True) -> None:
@@ -40,13 +37,7 @@ def register(spark: SparkSession, *, warm_up: bool = True) -> None:
     if warm_up:
         from connectors.spark.worker_warmup import start_task_workers
 
-        try:
-            start_task_workers(spark, tasks_python)
-        except Exception as exc:
-            # Only a head start, never a reason to fail: pyspark plans the warm-up's mapInArrow
-            # only where the driver's Python has pandas (a packed venv shipped to YARN in cluster
-            # deploy mode, the driver's Python, need not), and the query starts its workers anyway.
-            log.info("not starting the Python task workers ahead of the query: %r", exc)
+        start_task_workers(spark, tasks_python)
 
 
 def use_session_python(spark: SparkSession) -> str | None:

@@ -41,8 +41,9 @@ def _run(spark: SparkSession, job: DataFrame) -> None:
 
 def start_task_workers(spark: SparkSession, python_exec: str | None = None) -> threading.Thread | None:
     """Run the warm-up job in the background on a classic session (a Spark Connect client has no
-    executors of its own to warm); returns its thread. ``python_exec``: the Python of the tasks
-    to warm, when it is not the session's (Spark takes it when the job is planned, here)."""
+    executors of its own to warm, and a driver that cannot plan it skips it); returns its thread,
+    or None. ``python_exec``: the Python of the tasks to warm, when it is not the session's (Spark
+    takes it when the job is planned, here)."""
     try:
         context = spark.sparkContext
         slots = context.defaultParallelism
@@ -54,6 +55,12 @@ def start_task_workers(spark: SparkSession, python_exec: str | None = None) -> t
         context.pythonExec = python_exec
     try:
         job = spark.range(slots, numPartitions=slots).mapInArrow(_import_task_modules, "id long")
+    except Exception as exc:
+        # Only a head start, never a reason to fail: pyspark plans mapInArrow only where the
+        # driver's Python has pandas (a packed venv shipped to YARN in cluster deploy mode, the
+        # driver's Python, need not), and the query starts its workers anyway.
+        log.info("not starting the Python task workers ahead of the query: %r", exc)
+        return None
     finally:
         context.pythonExec = session_python
     thread = threading.Thread(target=_run, args=(spark, job), name="kafka-eos-worker-warmup", daemon=True)

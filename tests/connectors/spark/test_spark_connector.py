@@ -342,17 +342,19 @@ def test_no_task_workers_to_start_without_a_spark_context():
 
 def test_register_does_not_fail_when_the_warm_up_cannot_be_planned(spark, caplog, monkeypatch):
     """pyspark plans mapInArrow only where the driver's Python has pandas: a driver in a YARN
-    container running a packed venv without it (test_spark_on_yarn.py) must still register."""
-    import connectors.spark.worker_warmup as worker_warmup
+    container running a packed venv without it (test_spark_on_yarn.py) must still register. The
+    warm-up itself skips what it cannot plan, for register() and the foreachBatch sink alike."""
     from connectors.spark import register
 
     def unplannable(*args, **kwargs):
         raise ImportError("Pandas >= 2.2.0 must be installed; however, it was not found.")
 
-    monkeypatch.setattr(worker_warmup, "start_task_workers", unplannable)
+    monkeypatch.setattr(type(spark.range(1)), "mapInArrow", unplannable)
+    session_python = spark.sparkContext.pythonExec
     with caplog.at_level("INFO", logger="connectors.spark"):
         register(spark)
     assert "not starting the Python task workers ahead of the query" in caplog.text
+    assert spark.sparkContext.pythonExec == session_python
 
 
 def test_sink_without_value_column_names_the_column(spark, fake, tmp_path):
