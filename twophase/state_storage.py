@@ -63,7 +63,7 @@ _ARROW_SCHEMES = {
     "viewfs": "viewfs",
 }
 #: Served through WebHDFS (twophase/webhdfs_storage.py), not pyarrow.
-_WEBHDFS_SCHEMES = ("hdfs", "webhdfs", "swebhdfs")
+WEBHDFS_SCHEMES = ("hdfs", "webhdfs", "swebhdfs")
 _LOCAL_SCHEMES = ("", "file")
 DBFS_MOUNT = "/dbfs"
 SUPPORTED_LOCATIONS = (
@@ -79,6 +79,12 @@ _PROBE_PREFIX = "_write-probe-"
 def is_temp_name(name: str) -> bool:
     """A temp file of a create in progress (ours, or Spark's checkpoint manager's ``.name.uuid.tmp``)."""
     return name.startswith(".") and name.endswith(_TEMP_SUFFIX)
+
+
+def temp_name(name: str) -> str:
+    """A name of this writer's own for the content of ``name`` before it is decided (a temp file
+    that :func:`is_temp_name` knows and listings skip)."""
+    return f".{name}.{uuid.uuid4().hex}{_TEMP_SUFFIX}"
 
 
 def check_key(key: str) -> str:
@@ -338,7 +344,7 @@ def canonical_location(location: str | os.PathLike[str]) -> str:
             raise UnsupportedStateLocationError(
                 f"state location {text!r}: write dbfs:/path (the /dbfs mount); dbfs://host/... is not supported")
         return posixpath.join(DBFS_MOUNT, parsed.path.lstrip("/"))
-    if scheme in _WEBHDFS_SCHEMES:
+    if scheme in WEBHDFS_SCHEMES:
         netloc = parsed.netloc or (_default_namenode(text) if scheme == "hdfs" else "")
         if not netloc:
             raise UnsupportedStateLocationError(
@@ -391,7 +397,7 @@ def open_state_storage(location: str | os.PathLike[str], *, read_only: bool = Fa
                 f"{DBFS_MOUNT} mount of Databricks clusters; this machine has no {DBFS_MOUNT}")
         return LocalStateStorage(canonical, os.fspath(location) if isinstance(location, str) else None)
     scheme, rest = canonical.split("://", 1)
-    if scheme in _WEBHDFS_SCHEMES:
+    if scheme in WEBHDFS_SCHEMES:
         from twophase.webhdfs_storage import open_webhdfs_storage  # it builds on StateStorage, defined here
 
         return open_webhdfs_storage(canonical, read_only=read_only)

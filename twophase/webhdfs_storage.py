@@ -38,20 +38,18 @@ import getpass
 import logging
 import os
 import posixpath
-import uuid
 from functools import lru_cache
 from typing import Any, Iterable
 
 from twophase.errors import InvalidValueError, MissingExtraError, StateFileExistsError, StateFileNotFoundError, \
     StateStorageError
 from twophase.hadoop_config import HadoopConfig, load_hadoop_config, uses_kerberos, webhdfs_urls
-from twophase.state_storage import StateStorage, check_key, is_temp_name
+from twophase.state_storage import WEBHDFS_SCHEMES, StateStorage, check_key, is_temp_name, temp_name
 
 log = logging.getLogger(__name__)
 
 DELEGATION_TOKEN_ENV = "KAFKA_EOS_WEBHDFS_DELEGATION_TOKEN"
 HADOOP_USER_ENV = "HADOOP_USER_NAME"
-WEBHDFS_SCHEMES = ("hdfs", "webhdfs", "swebhdfs")
 #: Seconds to connect and to wait for an answer: a NameNode that hangs fails the batch, not the query forever.
 REQUEST_TIMEOUT_S = 60
 #: What the NameNode answers a create of a path that is taken (finished, or still being written).
@@ -131,7 +129,7 @@ class WebHdfsStateStorage(StateStorage):
         hdfs = _hdfscli()
         path = self._path(key)
         folder, name = posixpath.split(path)
-        temp = posixpath.join(folder, f".{name}.{uuid.uuid4().hex}.tmp")
+        temp = posixpath.join(folder, temp_name(name))
         try:
             # 1. write: parents are created with the file; the name is this writer's alone.
             self.client.write(temp, data=data, overwrite=False)
