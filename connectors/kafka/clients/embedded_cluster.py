@@ -74,7 +74,7 @@ from connectors.kafka.clients import (
     TopicPartition,
     TransactionListing,
 )
-from connectors.kafka.clients.error_table import BROKER_ERROR_NAMES, kafka_error
+from connectors.kafka.clients.error_table import broker_error_names, kafka_error
 from connectors.kafka.clients.murmur2 import java_partition
 from twophase.errors import InvalidTypeError, InvalidValueError
 
@@ -112,7 +112,7 @@ OPERATIONS: frozenset[str] = frozenset(
 
 #: The Kafka errors inject_errors() accepts: the broker errors of the kit's error table, and
 #: BROKER_UNAVAILABLE (no broker answers).
-INJECTABLE_ERROR_NAMES: frozenset[str] = BROKER_ERROR_NAMES | {"BROKER_UNAVAILABLE"}
+INJECTABLE_ERROR_NAMES: frozenset[str] = broker_error_names() | {"BROKER_UNAVAILABLE"}
 
 _READ_CHUNK = 1000
 

@@ -15,11 +15,17 @@ invalid transaction state, an unknown producer or transactional id, a refused tr
 a missing topic, an offset out of range, a record too large. So a broker error no test has met yet
 (``UNKNOWN_LEADER_EPOCH`` during a rolling restart, ``KAFKA_STORAGE_ERROR``, ...) is retried when
 Kafka says it is transient, instead of failing the query.
+
+The table is built at the first error, not at import: importing kafka-python's ``kafka.errors``
+imports the whole ``kafka`` package (about 0.1 s), and every Python process of a query (each task
+worker, the source runner, the read planning) imports this module through librdkafka's clients,
+though most of them never meet an error (bench/README.md, the first batch).
 """
 
 from __future__ import annotations
 
-import kafka.errors as kafka_errors
+import functools
+from dataclasses import dataclass
 
 from connectors.kafka.authorization import AUTHORIZATION_ERROR_NAMES, Denied
 from connectors.kafka.kafka_errors import (
@@ -61,6 +67,8 @@ _PROTOCOL_ERRORS: dict[int, tuple[str, type[KafkaConnectorError]]] = {
 def _kafka_classification() -> dict[int, tuple[str, type[KafkaConnectorError], bool]]:
     """Every broker error code Kafka defines: its name, the connector error it becomes, and
     whether it means the client's metadata is stale (Kafka's InvalidMetadataException)."""
+    import kafka.errors as kafka_errors
+
     table: dict[int, tuple[str, type[KafkaConnectorError], bool]] = {}
     for code, error in kafka_errors.kafka_errors.items():
         if code is None or code <= 0:  # NONE, and UNKNOWN_SERVER_ERROR (-1): nothing to classify
@@ -73,8 +81,6 @@ def _kafka_classification() -> dict[int, tuple[str, type[KafkaConnectorError], b
         table[code] = (name, error_type, stale)
     return table
 
-
-_BROKER_ERRORS = _kafka_classification()
 
 # librdkafka's local errors (negative codes, names with a leading underscore) that stand for one of
 # the broker's: the client's own view of a fencing, a missing topic, a broker it cannot reach.
@@ -95,35 +101,51 @@ _LIBRDKAFKA_LOCAL_ERRORS: dict[str, type[KafkaConnectorError]] = {
     "_RESOLVE": BrokerUnavailableError,
 }
 
-_BY_NAME: dict[str, type[KafkaConnectorError]] = {
-    **{name: error_type for name, error_type, _ in _BROKER_ERRORS.values()},
-    # Kafka's current names where kafka-python keeps an older one.
-    **{name: error_type for name, error_type in _PROTOCOL_ERRORS.values()},
-    "NOT_LEADER_OR_FOLLOWER": RetriableKafkaError,
-    **_LIBRDKAFKA_LOCAL_ERRORS,
-}
-_STALE_METADATA: frozenset[int | str] = frozenset(
-    [code for code, (_, _, stale) in _BROKER_ERRORS.items() if stale]
-    + [name for name, _, stale in _BROKER_ERRORS.values() if stale] + ["NOT_LEADER_OR_FOLLOWER"])
 
-#: Kafka's names of the broker errors in the table.
-BROKER_ERROR_NAMES: frozenset[str] = frozenset(name for name, _, _ in _BROKER_ERRORS.values()) | {
-    name for name, _ in _PROTOCOL_ERRORS.values()} | {"NOT_LEADER_OR_FOLLOWER"}
+@dataclass(frozen=True)
+class _Table:
+    #: Kafka's code -> (Kafka's name, the connector error, whether the metadata is stale).
+    by_code: dict[int, tuple[str, type[KafkaConnectorError], bool]]
+    #: Kafka's and librdkafka's names -> the connector error.
+    by_name: dict[str, type[KafkaConnectorError]]
+    #: The codes and names that mean the client's metadata is stale.
+    stale_metadata: frozenset[int | str]
+
+
+@functools.cache
+def _table() -> _Table:
+    by_code = _kafka_classification()
+    by_name: dict[str, type[KafkaConnectorError]] = {
+        **{name: error_type for name, error_type, _ in by_code.values()},
+        # Kafka's current names where kafka-python keeps an older one.
+        **{name: error_type for name, error_type in _PROTOCOL_ERRORS.values()},
+        "NOT_LEADER_OR_FOLLOWER": RetriableKafkaError,
+        **_LIBRDKAFKA_LOCAL_ERRORS,
+    }
+    stale = frozenset([code for code, (_, _, is_stale) in by_code.items() if is_stale]
+                      + [name for name, _, is_stale in by_code.values() if is_stale] + ["NOT_LEADER_OR_FOLLOWER"])
+    return _Table(by_code, by_name, stale)
+
+
+def broker_error_names() -> frozenset[str]:
+    """Kafka's names of the broker errors in the table."""
+    return frozenset(name for name, _, _ in _table().by_code.values()) | {
+        name for name, _ in _PROTOCOL_ERRORS.values()} | {"NOT_LEADER_OR_FOLLOWER"}
 
 
 def error_type(code: int | str) -> type[KafkaConnectorError] | None:
     """The connector error type of Kafka's error ``code``, or of a local error's or broker error's
     name; None for an error outside the table."""
     if isinstance(code, int):
-        found = _BROKER_ERRORS.get(code)
+        found = _table().by_code.get(code)
         return found[1] if found is not None else None
-    return _BY_NAME.get(code)
+    return _table().by_name.get(code)
 
 
 def is_stale_metadata(code: int | str) -> bool:
     """Whether Kafka says error ``code`` (or name) means the client's metadata is out of date (a
     leader moved, a replica or a leader epoch is unknown): the retry must look it up again."""
-    return code in _STALE_METADATA
+    return code in _table().stale_metadata
 
 
 def kafka_error(code: int | str, name: str, message: str, *, retriable: bool = False,

@@ -5,10 +5,13 @@ hand-written codes failed the query on, are retried."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import kafka.errors as kafka_errors
 import pytest
 
-from connectors.kafka.clients.error_table import BROKER_ERROR_NAMES, error_type, is_stale_metadata, kafka_error
+from connectors.kafka.clients.error_table import broker_error_names, error_type, is_stale_metadata, kafka_error
 from connectors.kafka.kafka_errors import (
     BrokerUnavailableError,
     InvalidProducerEpochError,
@@ -63,6 +66,22 @@ def test_every_code_kafka_defines_is_classified_as_kafka_does_unless_overridden(
             continue
         found = error_type(code)
         assert found is (RetriableKafkaError if kafka_class.retriable else KafkaConnectorError), kafka_class
-        assert kafka_class.message in BROKER_ERROR_NAMES
+        assert kafka_class.message in broker_error_names()
         classified += 1
     assert classified > 100  # the whole of Kafka's list, not a hand-picked few
+
+
+def test_the_data_path_does_not_import_kafka_python_until_an_error_is_classified():
+    # Every Python process of a query (task workers, the source runner, the read planning)
+    # imports the librdkafka clients; kafka-python's package costs ~0.1 s to import in each.
+    script = (
+        "import sys\n"
+        "import connectors.kafka.clients._confluent.backend, connectors.spark.datasource_readers, "
+        "connectors.spark.write_task\n"
+        "assert 'kafka' not in sys.modules, 'imported at import time'\n"
+        "from connectors.kafka.clients.error_table import error_type\n"
+        "from connectors.kafka.kafka_errors import RetriableKafkaError\n"
+        "assert error_type(15) is RetriableKafkaError  # COORDINATOR_NOT_AVAILABLE, Kafka's own class\n"
+        "assert 'kafka' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
