@@ -240,15 +240,20 @@ class KafkaEosStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTrigge
         self.clock = clock
         # When a trigger last went ahead under minOffsetsPerTrigger; None: none yet in this run.
         self._last_trigger_ms: int | None = None
+        # The run's initial offsets, once looked up: Spark asks for them more than once at a
+        # query's first start (once under Trigger.AvailableNow's wrapper), and the answer must
+        # not move between the two (Spark's KafkaMicroBatchStream keeps them in a lazy val).
+        self._initial: dict[TopicPartition, int] | None = None
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self.planner.latest_offsets()
         log.info("kafka-eos source: Trigger.AvailableNow reads up to %s", to_offsets(self._target))
 
     def initialOffset(self) -> dict:
-        offsets = to_offsets(self.planner.initial_offsets())
-        log.info("kafka-eos source: initial offsets %s", offsets)
-        return offsets
+        if self._initial is None:
+            self._initial = dict(self.planner.initial_offsets())
+            log.info("kafka-eos source: initial offsets %s", to_offsets(self._initial))
+        return to_offsets(self._initial)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         # pyspark has no composite read limit: minOffsetsPerTrigger is applied in latestOffset.

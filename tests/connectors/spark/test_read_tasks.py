@@ -195,3 +195,15 @@ def test_min_records_per_task_sizes_a_batch_by_its_records():
     assert plan(100_000, min_records_per_task=25_000, max_partitions=2) == [200_000, 200_000]
     # maxRecordsPerPartition still bounds every task.
     assert max(plan(250, min_records_per_task=25_000, max_records_per_partition=300)) <= 300
+
+
+def test_initial_offsets_are_looked_up_once_per_run(fake):
+    # Spark asks for them twice at a query's first start; a second answer taken after new records
+    # arrived would name another start than the one Spark logged ("latest" moves).
+    reader = stream_reader(fake, FakeClock(), startingOffsets="latest")
+    first = reader.initialOffset()
+    assert {int(p): o for p, o in first["in"].items()} == {tp.partition: o for tp, o in latest(fake).items()}
+    produce_committed(fake, "in", [f"n{i}".encode() for i in range(10)], key_of=lambda v: v, txn_id="late")
+    assert reader.initialOffset() == first
+    # A new run (another reader: a restarted query without offsets in its log) looks again.
+    assert stream_reader(fake, FakeClock(), startingOffsets="latest").initialOffset() != first
