@@ -11,7 +11,7 @@ import uuid
 import pyarrow.fs as pafs
 
 from twophase.conditional_create import ConditionalCreate
-from twophase.state_storage import ArrowStateStorage
+from twophase.arrow_storage import ArrowStateStorage
 
 
 class SingleProcessCreate(ConditionalCreate):

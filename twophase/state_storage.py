@@ -13,7 +13,7 @@ writers of one key exactly one succeeds, the other gets :class:`FileExistsError`
   :class:`LocalStateStorage`, temp file + fsync + ``link()`` (fails if the name exists) + fsync of
   the directory;
 - ``s3://`` (also Spark's ``s3a://`` and ``s3n://``), ``gs://``, ``abfs://``/``abfss://``,
-  ``viewfs://``: :class:`ArrowStateStorage`, reads and listings through ``pyarrow.fs``
+  ``viewfs://``: :class:`twophase.arrow_storage.ArrowStateStorage`, reads and listings through ``pyarrow.fs``
   (credentials and endpoints found as pyarrow and the cloud SDKs find them), conditional creates
   through the store's own SDK (:mod:`twophase.conditional_create`);
 - ``hdfs://`` (``hdfs:///path``: the namenode of ``fs.defaultFS``), ``webhdfs://``,
@@ -36,20 +36,14 @@ import shutil
 import tempfile
 import uuid
 from abc import ABC, abstractmethod
-from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
 from urllib.parse import urlparse
 
-import pyarrow.fs as pafs
-
-from twophase.conditional_create import ConditionalCreate, ReadOnly, conditional_create_for
 from twophase.errors import (
     ConditionalCreateUnsupportedError,
     InvalidValueError,
     StateFileExistsError,
-    StateFileNotFoundError,
-    StateStorageError,
     UnsupportedStateLocationError,
 )
 
@@ -270,54 +264,6 @@ class LocalStateStorage(StateStorage):
             log.debug("kept %s: %s", folder, exc)
 
 
-class ArrowStateStorage(StateStorage):
-    """A directory on a ``pyarrow.fs`` filesystem: reads, listings and deletes through pyarrow,
-    creates through ``conditional`` (the store's own conditional create)."""
-
-    def __init__(self, filesystem: pafs.FileSystem, base: str, conditional: ConditionalCreate,
-                 uri: str | None = None) -> None:
-        self.filesystem = filesystem
-        self.base = base.rstrip("/")
-        self.conditional = conditional
-        self.uri = uri or f"{filesystem.type_name}://{self.base}"
-
-    def __repr__(self) -> str:
-        return f"ArrowStateStorage({self.uri!r})"
-
-    def _path(self, key: str) -> str:
-        return f"{self.base}/{check_key(key)}"
-
-    def create(self, key: str, data: bytes) -> None:
-        self.conditional.create(self.filesystem, self._path(key), data)
-
-    def read(self, key: str) -> bytes:
-        path = self._path(key)
-        try:
-            with self.filesystem.open_input_stream(path) as stream:
-                return stream.read()
-        except FileNotFoundError:
-            raise
-        except OSError as exc:
-            # pyarrow reports some stores' missing objects as a plain OSError
-            if self.filesystem.get_file_info(path).type == pafs.FileType.NotFound:
-                raise StateFileNotFoundError(errno.ENOENT, "no such state file", self.location(key)) from exc
-            raise
-
-    def exists(self, key: str) -> bool:
-        return self.filesystem.get_file_info(self._path(key)).type == pafs.FileType.File
-
-    def list_keys(self, subdirectory: str = "") -> list[str]:
-        base = self._path(subdirectory) if subdirectory else self.base
-        selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
-        prefix = f"{self.base}/"
-        return sorted(info.path[len(prefix):] for info in self.filesystem.get_file_info(selector)
-                      if info.type == pafs.FileType.File and info.path.startswith(prefix)
-                      and not is_temp_name(posixpath.basename(info.path)))
-
-    def delete(self, keys: Iterable[str]) -> None:
-        self.conditional.delete(self.filesystem, [self._path(k) for k in keys])
-
-
 def _fsync_directory(directory: Path) -> None:
     """Make a link, rename or unlink in ``directory`` durable (POSIX needs the folder fsynced)."""
     fd = os.open(directory, os.O_RDONLY)
@@ -401,20 +347,9 @@ def open_state_storage(location: str | os.PathLike[str], *, read_only: bool = Fa
         from twophase.webhdfs_storage import open_webhdfs_storage  # it builds on StateStorage, defined here
 
         return open_webhdfs_storage(canonical, read_only=read_only)
-    netloc, _, path = rest.partition("/")
-    filesystem, root = _filesystem_of(f"{scheme}://{netloc}")
-    conditional = ReadOnly(canonical) if read_only else conditional_create_for(filesystem, canonical)
-    return ArrowStateStorage(filesystem, f"{root}/{path}" if path else root, conditional, canonical)
+    # Imported here, not at the top: pyarrow (and the stores' SDKs) cost about 0.1 s to import, in
+    # every Python process of a query that opens the state (the sink's write planning and commit
+    # processes, the foreachBatch driver) though state on a local path or HDFS needs none of it.
+    from twophase.arrow_storage import open_arrow_storage  # it builds on StateStorage, defined here
 
-
-@lru_cache(maxsize=None)
-def _filesystem_of(root_uri: str) -> tuple[pafs.FileSystem, str]:
-    """The pyarrow filesystem of a bucket, container or namenode, and its root path there. One per
-    process: opening one can cost a request (pyarrow asks S3 for the bucket's region) and every
-    batch opens the state again."""
-    try:
-        filesystem, root = pafs.FileSystem.from_uri(root_uri)
-    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError (no libhdfs, no network), ...
-        raise StateStorageError(f"state location {root_uri!r} could not be opened with pyarrow.fs: {exc}") from exc
-    log.debug("opened %s as pyarrow %s filesystem", root_uri, filesystem.type_name)
-    return filesystem, root.rstrip("/")
+    return open_arrow_storage(canonical, read_only=read_only)

@@ -12,8 +12,8 @@ import pytest
 from kafka_testkit.memory_storage import memory_storage
 from kafka_testkit.state_scenarios import KINDS, make_storage, racing_creates
 from twophase.conditional_create import ConditionalCreate, azure_account_of
+from twophase.arrow_storage import ArrowStateStorage
 from twophase.state_storage import (
-    ArrowStateStorage,
     LocalStateStorage,
     canonical_location,
     open_state_storage,
