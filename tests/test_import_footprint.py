@@ -49,6 +49,29 @@ def test_a_stream_reader_loads_the_reader_not_the_sink():
     assert "connectors.spark.datasource_writers" not in loaded and "kafka" not in loaded
 
 
+def test_the_librdkafka_clients_import_no_kafka_python_until_an_error_is_classified():
+    # Every Python process of a query (each task worker, the source runner, the read planning)
+    # imports the librdkafka clients; kafka-python's package costs ~0.1 s to import in each.
+    statement = ("import connectors.kafka.clients._confluent.backend, connectors.spark.datasource_readers, "
+                 "connectors.spark.write_task")
+    assert "kafka" not in loaded_after(statement)
+    classified = statement + ("\nfrom connectors.kafka.clients.error_table import error_type\n"
+                              "from connectors.kafka.kafka_errors import RetriableKafkaError\n"
+                              "assert error_type(15) is RetriableKafkaError  # Kafka's own class of COORDINATOR_NOT_AVAILABLE")
+    assert "kafka" in loaded_after(classified)
+
+
+def test_the_sinks_commit_loads_no_arrow_with_its_state_on_a_local_path(tmp_path):
+    # The commit runner unpickles the tasks' messages and opens the state; pyarrow (~0.1 s) is for
+    # the tasks, and for state on the stores pyarrow.fs serves.
+    statement = ("import pickle\n"
+                 "from connectors.spark.datasource_writers import KafkaCommitMessage\n"
+                 "from twophase.checkpoint_store import FileCheckpointStore\n"
+                 "pickle.loads(pickle.dumps(KafkaCommitMessage(0, 0, 0, None, 0)))\n"
+                 f"FileCheckpointStore({str(tmp_path)!r}, 2).latest()")
+    assert "pyarrow" not in loaded_after(statement)
+
+
 # What the `tools` extra brings (the command-line tools, plots, metrics, the Docker broker), and
 # pandas: none of it is installed on a lean install's executors (issue 27), so the sink and the
 # source must not import any of it.

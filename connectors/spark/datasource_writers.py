@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
-import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -19,17 +18,28 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from connectors.spark.commit_message import KafkaCommitMessage
 from connectors.spark.options import SinkOptions
 from connectors.spark.sink_driver import BatchContext, SparkSinkDriver
-from connectors.spark.write_task import KafkaCommitMessage, produce_batch_of, write_task
 from twophase.errors import IllegalStateError
 
-__all__ = ["BATCH_ID_PROPERTY", "KafkaCommitMessage", "KafkaEosBatchWriter", "KafkaEosStreamWriter",
-           "produce_batch_of"]
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["BATCH_ID_PROPERTY", "KafkaCommitMessage", "KafkaEosBatchWriter", "KafkaEosStreamWriter"]
 
 log = logging.getLogger(__name__)
 
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+def _write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], checkpoint_id: int,
+                committed_through: int) -> KafkaCommitMessage:
+    # Imported in the task, not with this module: the write planning and the commit runner load
+    # this module too, and need neither Arrow nor the producer (bench/README.md, the first batch).
+    from connectors.spark.write_task import write_task
+
+    return write_task(options, batches, checkpoint_id, committed_through)
 
 
 class _KafkaWriting:
@@ -51,7 +61,7 @@ class KafkaEosStreamWriter(_KafkaWriting, DataSourceStreamArrowWriter):
             checkpoint_id = self.committed_through + 1
             log.warning("Spark local property %r is missing; assuming batch %d (checked at commit)",
                         BATCH_ID_PROPERTY, checkpoint_id)
-        return write_task(self.options, iterator, checkpoint_id, self.committed_through)
+        return _write_task(self.options, iterator, checkpoint_id, self.committed_through)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         if self.options.config.exactly_once:
@@ -76,7 +86,7 @@ class KafkaEosBatchWriter(_KafkaWriting, DataSourceArrowWriter):
         self.context = BatchContext(max(int(time.time() * 1000), committed_through + 1), replayable=False)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
-        return write_task(self.options, iterator, self.context.checkpoint_id, self.committed_through)
+        return _write_task(self.options, iterator, self.context.checkpoint_id, self.committed_through)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         if not self.options.config.exactly_once:

@@ -27,7 +27,8 @@ from connectors.spark.spark_errors import WorkerPythonError
 from connectors.spark.failures import missing_kit_module, worker_python_message
 from connectors.spark.options import SinkOptions
 from connectors.spark.sink_driver import BatchContext, SparkSinkDriver
-from connectors.spark.write_task import KafkaCommitMessage, write_task
+from connectors.spark.commit_message import KafkaCommitMessage
+from connectors.spark.write_task import write_task
 from twophase.checkpoint_statistics import CommitTimings
 
 log = logging.getLogger(__name__)

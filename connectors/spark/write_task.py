@@ -12,38 +12,24 @@ from __future__ import annotations
 
 import itertools
 import logging
-from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
-from pyspark.sql.datasource import WriterCommitMessage
 
 from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients import ProduceBatch
 from connectors.kafka.sink.internal.producer_pool import PRODUCERS
 from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
 from connectors.kafka.sink.writer import KafkaTransactionWriter
+from connectors.spark.commit_message import KafkaCommitMessage
 from connectors.spark.gc_pause import gc_paused
 from connectors.spark.options import SinkOptions
 from twophase import failpoints
 from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class KafkaCommitMessage(WriterCommitMessage):
-    """What a write task sends the driver: its transaction's committable, as JSON (the driver
-    stores it as is, and parses it once to commit)."""
-
-    checkpoint_id: int
-    partition_id: int
-    attempt: int
-    committable: dict[str, Any] | None
-    record_count: int
-    skipped: bool = False
 
 
 def _as_binary(column: pa.Array) -> pa.Array:

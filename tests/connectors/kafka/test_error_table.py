@@ -5,9 +5,6 @@ hand-written codes failed the query on, are retried."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import kafka.errors as kafka_errors
 import pytest
 
@@ -70,18 +67,3 @@ def test_every_code_kafka_defines_is_classified_as_kafka_does_unless_overridden(
         classified += 1
     assert classified > 100  # the whole of Kafka's list, not a hand-picked few
 
-
-def test_the_data_path_does_not_import_kafka_python_until_an_error_is_classified():
-    # Every Python process of a query (task workers, the source runner, the read planning)
-    # imports the librdkafka clients; kafka-python's package costs ~0.1 s to import in each.
-    script = (
-        "import sys\n"
-        "import connectors.kafka.clients._confluent.backend, connectors.spark.datasource_readers, "
-        "connectors.spark.write_task\n"
-        "assert 'kafka' not in sys.modules, 'imported at import time'\n"
-        "from connectors.kafka.clients.error_table import error_type\n"
-        "from connectors.kafka.kafka_errors import RetriableKafkaError\n"
-        "assert error_type(15) is RetriableKafkaError  # COORDINATOR_NOT_AVAILABLE, Kafka's own class\n"
-        "assert 'kafka' in sys.modules\n"
-    )
-    subprocess.run([sys.executable, "-c", script], check=True)

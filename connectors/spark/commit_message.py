@@ -1,0 +1,26 @@
+"""What a write task of the ``kafka-eos`` sink sends the driver (Spark's ``WriterCommitMessage``).
+
+A module of its own, without Arrow or the Kafka clients: the processes that only receive these
+messages (the sink's commit runner and write planning) unpickle them, and would otherwise import
+all that the write task does (``write_task.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import WriterCommitMessage
+
+
+@dataclass
+class KafkaCommitMessage(WriterCommitMessage):
+    """What a write task sends the driver: its transaction's committable, as JSON (the driver
+    stores it as is, and parses it once to commit)."""
+
+    checkpoint_id: int
+    partition_id: int
+    attempt: int
+    committable: dict[str, Any] | None
+    record_count: int
+    skipped: bool = False
