@@ -23,6 +23,12 @@ log = logging.getLogger(__name__)
 
 JOB_DESCRIPTION = "kafka-eos: start the Python task workers"
 
+# The warm-ups started, by Spark application and the Python they warm: a job that reads with the
+# kit's source and writes with its foreachBatch sink calls register() and the helper, each of
+# which would otherwise plan (on the caller's thread) and run a warm-up of the same workers.
+_started: dict[tuple[str, str], threading.Thread] = {}
+_started_lock = threading.Lock()
+
 
 def _import_task_modules(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     import connectors.spark.datasource_readers  # noqa: F401  (what a read task imports first)
@@ -51,18 +57,24 @@ def start_task_workers(spark: SparkSession, python_exec: str | None = None) -> t
         log.debug("no SparkContext here (%r): the task workers start with the query", exc)
         return None
     session_python = context.pythonExec
-    if python_exec is not None:
-        context.pythonExec = python_exec
-    try:
-        job = spark.range(slots, numPartitions=slots).mapInArrow(_import_task_modules, "id long")
-    except Exception as exc:
-        # Only a head start, never a reason to fail: pyspark plans mapInArrow only where the
-        # driver's Python has pandas (a packed venv shipped to YARN in cluster deploy mode, the
-        # driver's Python, need not), and the query starts its workers anyway.
-        log.info("not starting the Python task workers ahead of the query: %r", exc)
-        return None
-    finally:
-        context.pythonExec = session_python
-    thread = threading.Thread(target=_run, args=(spark, job), name="kafka-eos-worker-warmup", daemon=True)
-    thread.start()
-    return thread
+    key = (str(context.applicationId), str(python_exec or session_python))
+    with _started_lock:
+        if key in _started:
+            log.debug("the Python task workers of %s are started already", key[1])
+            return _started[key]
+        if python_exec is not None:
+            context.pythonExec = python_exec
+        try:
+            job = spark.range(slots, numPartitions=slots).mapInArrow(_import_task_modules, "id long")
+        except Exception as exc:
+            # Only a head start, never a reason to fail: pyspark plans mapInArrow only where the
+            # driver's Python has pandas (a packed venv shipped to YARN in cluster deploy mode, the
+            # driver's Python, need not), and the query starts its workers anyway.
+            log.info("not starting the Python task workers ahead of the query: %r", exc)
+            return None
+        finally:
+            context.pythonExec = session_python
+        thread = threading.Thread(target=_run, args=(spark, job), name="kafka-eos-worker-warmup", daemon=True)
+        thread.start()
+        _started[key] = thread
+        return thread

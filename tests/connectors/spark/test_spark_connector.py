@@ -304,15 +304,32 @@ def test_foreach_batch_helper_ends_a_crashed_runs_open_transactions_before_its_f
     assert_exactly_once(fake, values)
 
 
-def test_task_workers_start_in_the_background(spark, caplog):
+def test_task_workers_start_in_the_background(spark, caplog, monkeypatch):
+    from connectors.spark import worker_warmup
     from connectors.spark.worker_warmup import start_task_workers
 
+    monkeypatch.setattr(worker_warmup, "_started", {})  # register() warmed this session's already
     with caplog.at_level("INFO", logger="connectors.spark.worker_warmup"):
         thread = start_task_workers(spark)
         assert thread is not None
         thread.join(120)
     assert not thread.is_alive()
     assert "failed" not in caplog.text
+
+
+def test_task_workers_are_started_once_per_session_and_python(spark, monkeypatch):
+    """A job reading with the kit's source and writing with its foreachBatch sink calls register()
+    and the helper: the second warm-up of the same workers is not planned again."""
+    from connectors.spark import worker_warmup
+    from connectors.spark.worker_warmup import start_task_workers
+
+    monkeypatch.setattr(worker_warmup, "_started", {})
+    first = start_task_workers(spark)
+    planned = []
+    monkeypatch.setattr(type(spark.range(1)), "mapInArrow", lambda *args, **kwargs: planned.append(args))
+    assert start_task_workers(spark) is first
+    assert planned == []
+    first.join(120)
 
 
 def test_task_workers_start_with_the_python_of_the_tasks_they_are_for(spark, caplog, tmp_path):
@@ -344,12 +361,13 @@ def test_register_does_not_fail_when_the_warm_up_cannot_be_planned(spark, caplog
     """pyspark plans mapInArrow only where the driver's Python has pandas: a driver in a YARN
     container running a packed venv without it (test_spark_on_yarn.py) must still register. The
     warm-up itself skips what it cannot plan, for register() and the foreachBatch sink alike."""
-    from connectors.spark import register
+    from connectors.spark import register, worker_warmup
 
     def unplannable(*args, **kwargs):
         raise ImportError("Pandas >= 2.2.0 must be installed; however, it was not found.")
 
     monkeypatch.setattr(type(spark.range(1)), "mapInArrow", unplannable)
+    monkeypatch.setattr(worker_warmup, "_started", {})  # the fixture's register() warmed this session's
     session_python = spark.sparkContext.pythonExec
     with caplog.at_level("INFO", logger="connectors.spark"):
         register(spark)
