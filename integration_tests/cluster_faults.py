@@ -24,7 +24,7 @@ from kafka.admin import KafkaAdminClient
 
 from connectors.kafka.clients._kafka_python import admin_internals
 from connectors.kafka.clients import KafkaClients
-from kafka_testkit.spark_cluster import descendants
+from kafka_testkit.process_tree import descendants
 from spark_job import kit_lines, spark_job_environment
 
 log = logging.getLogger(__name__)

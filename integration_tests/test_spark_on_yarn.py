@@ -35,7 +35,8 @@ import pytest
 
 from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
 from kafka_testkit.hadoop_cluster import HadoopMiniCluster
-from kafka_testkit.spark_cluster import descendants, pyspark_home
+from kafka_testkit.process_tree import descendants
+from kafka_testkit.spark_cluster import pyspark_home
 from spark_job import JOB, spark_job_command, spark_job_environment
 from twophase import failpoints
 from twophase.checkpoint_store import FileCheckpointStore

@@ -32,7 +32,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -40,7 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from connectors.tools.brokers.maven_artifacts import MavenUnavailableError, cache_dir, resolve_jars
-from kafka_testkit.spark_cluster import _still, descendants
+from connectors.tools.child_process import log_tail, stop_gracefully
+from kafka_testkit.process_tree import descendants, kill_leftovers
 
 log = logging.getLogger(__name__)
 
@@ -107,34 +107,13 @@ class HadoopMiniCluster:
         if process is None:
             return
         under = descendants(process.pid) if process.poll() is None else []
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=self.stop_grace_s)
-            except subprocess.TimeoutExpired:
-                log.warning("Hadoop minicluster (pid %d) still running %.0f s after SIGTERM; killing it", process.pid,
-                            self.stop_grace_s)
-                process.kill()
-                process.wait(timeout=30)
-        for proc in under:
-            if _still(proc):
-                log.info("Hadoop minicluster: killing leftover container process %d (%s)", proc.pid,
-                         proc.cmdline[:100])
-                try:
-                    os.kill(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        stop_gracefully(process, self.stop_grace_s, "Hadoop minicluster", kill_wait_s=30)
+        for proc in kill_leftovers(under):
+            log.info("Hadoop minicluster: killed leftover container process %d (%s)", proc.pid, proc.cmdline[:100])
         log.info("Hadoop minicluster (pid %d) stopped", process.pid)
 
     def log_tail(self, lines: int = 60) -> str:
-        return _tail(self.log_path, lines)
-
-
-def _tail(path: Path | None, lines: int) -> str:
-    if path is None or not path.is_file():
-        return "(no log)"
-    text = path.read_text(errors="replace").splitlines()
-    return f"--- last {min(lines, len(text))} lines of {path} ---\n" + "\n".join(text[-lines:])
+        return log_tail(self.log_path, lines)
 
 
 def java_home() -> Path:

@@ -34,6 +34,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Mapping
 
+from connectors.tools.child_process import log_tail, stop_gracefully
+
 log = logging.getLogger(__name__)
 
 _HOST = "127.0.0.1"
@@ -193,19 +195,9 @@ class S3Server:
         self.endpoint = None
         if process is None or process.poll() is not None:
             return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=self.stop_grace_s)
+        if stop_gracefully(process, self.stop_grace_s, "S3 launcher", kill_wait_s=60):
             log.info("S3 launcher (pid %d) stopped with code %s", process.pid, process.returncode)
             return
-        except subprocess.TimeoutExpired:
-            log.warning("S3 launcher: pid %d still running %.0f s after SIGTERM; killing it and its daemons",
-                        process.pid, self.stop_grace_s)
-        try:
-            os.kill(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait(timeout=60)
         self._kill_orphaned_daemons()
 
     def _kill_orphaned_daemons(self) -> None:
@@ -226,10 +218,7 @@ class S3Server:
                     pass
 
     def log_tail(self, lines: int = 30) -> str:
-        if not self._log_path.exists():
-            return "(no output)"
-        text = self._log_path.read_text(errors="replace").splitlines()
-        return f"--- last {min(lines, len(text))} lines of {self._log_path} ---\n" + "\n".join(text[-lines:])
+        return log_tail(self._log_path, lines, missing="(no output)")
 
     def __enter__(self) -> "S3Server":
         self.start()

@@ -24,17 +24,17 @@ import json
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Mapping
 
 from connectors.tools.brokers.local_broker import free_port
+from connectors.tools.child_process import log_tail, stop_gracefully
+from kafka_testkit.process_tree import descendants, kill_leftovers
 
 log = logging.getLogger(__name__)
 
@@ -51,55 +51,6 @@ def pyspark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent
-
-
-@dataclass(frozen=True)
-class _Proc:
-    pid: int
-    ppid: int
-    start_ticks: int
-    cmdline: str
-
-
-def _processes() -> dict[int, _Proc]:
-    found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue  # gone meanwhile
-        # The command name may hold spaces and parentheses: the fields follow the last ')'.
-        fields = stat[stat.rindex(")") + 2:].split()
-        found[int(entry)] = _Proc(int(entry), int(fields[1]), int(fields[19]), cmdline)
-    return found
-
-
-def descendants(pid: int) -> list[_Proc]:
-    """Every live process under ``pid`` (children first), from /proc."""
-    processes = _processes()
-    children: dict[int, list[_Proc]] = {}
-    for proc in processes.values():
-        children.setdefault(proc.ppid, []).append(proc)
-    result: list[_Proc] = []
-    pending = [pid]
-    while pending:
-        for child in children.get(pending.pop(), []):
-            result.append(child)
-            pending.append(child.pid)
-    return result
-
-
-def _still(proc: _Proc) -> bool:
-    """The same process is still alive (PIDs are reused: compare the start time)."""
-    try:
-        stat = Path(f"/proc/{proc.pid}/stat").read_text()
-    except OSError:
-        return False
-    fields = stat[stat.rindex(")") + 2:].split()
-    return int(fields[19]) == proc.start_ticks and fields[0] != "Z"
 
 
 class SparkStandaloneCluster:
@@ -214,38 +165,18 @@ class SparkStandaloneCluster:
         under_workers = [proc for worker in workers if worker.poll() is None for proc in descendants(worker.pid)]
         for process in [*workers, master]:
             if process is not None:
-                self._terminate(process)
-        for proc in under_workers:
-            if _still(proc):
-                log.info("Spark cluster: killing leftover pid %d (%s)", proc.pid, proc.cmdline[:80])
-                try:
-                    os.kill(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                stop_gracefully(process, self.stop_grace_s, "Spark cluster")
+        for proc in kill_leftovers(under_workers):
+            log.info("Spark cluster: killed leftover pid %d (%s)", proc.pid, proc.cmdline[:80])
         self.master_url = None
         if self._own_work_dir and self.work_dir is not None:
             shutil.rmtree(self.work_dir, ignore_errors=True)
             self.work_dir = None
 
-    def _terminate(self, process: subprocess.Popen[bytes]) -> None:
-        if process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=self.stop_grace_s)
-        except subprocess.TimeoutExpired:
-            log.warning("Spark cluster: pid %d still running after %.0f s; killing it", process.pid, self.stop_grace_s)
-            process.kill()
-            process.wait(timeout=10)
-
     def log_tail(self, lines: int = 40) -> str:
         if self.work_dir is None:
             return "(no logs)"
-        tails = []
-        for path in sorted(self.work_dir.glob("*.log")):
-            text = path.read_text(errors="replace").splitlines()
-            tails.append(f"--- last {min(lines, len(text))} lines of {path} ---\n" + "\n".join(text[-lines:]))
-        return "\n".join(tails) or "(no logs)"
+        return "\n".join(log_tail(path, lines) for path in sorted(self.work_dir.glob("*.log"))) or "(no logs)"
 
     def __enter__(self) -> "SparkStandaloneCluster":
         self.start()

@@ -35,7 +35,9 @@ from types import TracebackType
 from typing import Mapping
 
 from connectors.tools.brokers.local_broker import free_port
-from kafka_testkit.spark_cluster import _Proc, _still, descendants, pyspark_home
+from connectors.tools.child_process import log_tail, stop_gracefully
+from kafka_testkit.process_tree import descendants, kill_leftovers
+from kafka_testkit.spark_cluster import pyspark_home
 from twophase import failpoints as failpoint_settings
 
 log = logging.getLogger(__name__)
@@ -183,7 +185,7 @@ class SparkConnectServer:
         except ProcessLookupError:
             pass
         self._process.wait(timeout=60)
-        _kill_leftovers(others)
+        kill_leftovers(others)
 
     def stop(self) -> None:
         """Stop what this object started (and only that); idempotent."""
@@ -191,28 +193,17 @@ class SparkConnectServer:
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
             others = descendants(process.pid)
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=self.stop_grace_s)
-            except subprocess.TimeoutExpired:
-                log.warning("Spark Connect server: pid %d still running after %.0f s; killing its group",
-                            process.pid, self.stop_grace_s)
-                try:
-                    os.killpg(process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                process.wait(timeout=60)
-            _kill_leftovers(others)
+            stop_gracefully(process, self.stop_grace_s, "Spark Connect server",
+                            kill=lambda: os.killpg(process.pid, signal.SIGKILL), kill_wait_s=60)
+            # Python workers that left the server's group (Spark's daemon gives workers groups of their own).
+            kill_leftovers(others)
         self.url = None
         if self._own_work_dir and self.work_dir is not None:
             shutil.rmtree(self.work_dir, ignore_errors=True)
             self.work_dir = None
 
     def log_tail(self, lines: int = 60) -> str:
-        if self._log_path is None or not self._log_path.exists():
-            return "(no log)"
-        text = self._log_path.read_text(errors="replace").splitlines()
-        return f"--- last {min(lines, len(text))} lines of {self._log_path} ---\n" + "\n".join(text[-lines:])
+        return log_tail(self._log_path, lines)
 
     def __enter__(self) -> "SparkConnectServer":
         self.start()
@@ -221,16 +212,6 @@ class SparkConnectServer:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
-
-
-def _kill_leftovers(processes: list[_Proc]) -> None:
-    """Python workers that left the server's group (Spark's daemon gives workers groups of their own)."""
-    for proc in processes:
-        if _still(proc):
-            try:
-                os.kill(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def _port_open(url: str) -> bool:

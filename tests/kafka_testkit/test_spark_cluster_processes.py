@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from kafka_testkit.spark_cluster import descendants
+from kafka_testkit.process_tree import descendants
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc (Linux)")
 

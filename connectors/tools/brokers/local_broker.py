@@ -20,7 +20,6 @@ import logging
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -34,6 +33,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from connectors.tools.brokers.broker_errors import LocalBrokerError
+from connectors.tools.child_process import log_tail, stop_gracefully
 from connectors.tools.brokers.kafka_distribution import KafkaDistribution, KafkaDistributionError, MavenKafka, as_distribution
 
 log = logging.getLogger(__name__)
@@ -134,20 +134,9 @@ class LocalKafkaBroker:
         return bootstrap
 
     def _terminate(self, process: subprocess.Popen[bytes]) -> None:
-        if process.poll() is not None:
-            return
-        log.info("local Kafka: stopping pid %d", process.pid)
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=self.stop_grace_s)
-        except subprocess.TimeoutExpired:
-            log.warning(
-                "local Kafka: pid %d still running after %.0f s; killing it",
-                process.pid,
-                self.stop_grace_s,
-            )
-            process.kill()
-            process.wait(timeout=10)
+        if process.poll() is None:
+            log.info("local Kafka: stopping pid %d", process.pid)
+        stop_gracefully(process, self.stop_grace_s, "local Kafka")
 
     @property
     def description(self) -> str:
@@ -366,12 +355,7 @@ class LocalKafkaBroker:
 
     def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
         """The last lines of the broker's stdout/stderr log, for error messages."""
-        if self._log_file is None or not self._log_file.exists():
-            return "(no broker log)"
-        text = self._log_file.read_text(errors="replace").splitlines()
-        return f"--- last {min(lines, len(text))} lines of {self._log_file} ---\n" + "\n".join(
-            text[-lines:]
-        )
+        return log_tail(self._log_file, lines, missing="(no broker log)")
 
 
 def maven_central_broker(version_spec: str | None, work_dir: str | os.PathLike[str] | None = None, *,
