@@ -16,7 +16,7 @@ import pyarrow.fs as pafs
 
 from twophase.conditional_create import ConditionalCreate, ReadOnly, conditional_create_for
 from twophase.errors import StateFileNotFoundError, StateStorageError
-from twophase.state_storage import StateStorage, check_key, is_temp_name
+from twophase.state_files import StateStorage, check_key, is_temp_name
 
 log = logging.getLogger(__name__)
 

@@ -34,17 +34,23 @@ import os
 import posixpath
 import shutil
 import tempfile
-import uuid
-from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Iterable
 from urllib.parse import urlparse
 
 from twophase.errors import (
-    ConditionalCreateUnsupportedError,
-    InvalidValueError,
     StateFileExistsError,
     UnsupportedStateLocationError,
+)
+# The contract and its helpers are defined in state_files.py, which every storage imports (so none
+# imports this dispatcher back), and named here too, where the kit's modules find them.
+from twophase.state_files import (  # noqa: F401
+    TEMP_SUFFIX,
+    WEBHDFS_SCHEMES,
+    StateStorage,
+    check_key,
+    is_temp_name,
+    temp_name,
 )
 
 log = logging.getLogger(__name__)
@@ -56,8 +62,6 @@ _ARROW_SCHEMES = {
     "abfs": "abfs", "abfss": "abfss",
     "viewfs": "viewfs",
 }
-#: Served through WebHDFS (twophase/webhdfs_storage.py), not pyarrow.
-WEBHDFS_SCHEMES = ("hdfs", "webhdfs", "swebhdfs")
 _LOCAL_SCHEMES = ("", "file")
 DBFS_MOUNT = "/dbfs"
 SUPPORTED_LOCATIONS = (
@@ -66,86 +70,6 @@ SUPPORTED_LOCATIONS = (
     "abfss://container@account.dfs.core.windows.net/path (also abfs://), hdfs://namenode/path "
     "(also hdfs:///path, webhdfs://, swebhdfs://, viewfs://)"
 )
-_TEMP_SUFFIX = ".tmp"
-_PROBE_PREFIX = "_write-probe-"
-
-
-def is_temp_name(name: str) -> bool:
-    """A temp file of a create in progress (ours, or Spark's checkpoint manager's ``.name.uuid.tmp``)."""
-    return name.startswith(".") and name.endswith(_TEMP_SUFFIX)
-
-
-def temp_name(name: str) -> str:
-    """A name of this writer's own for the content of ``name`` before it is decided (a temp file
-    that :func:`is_temp_name` knows and listings skip)."""
-    return f".{name}.{uuid.uuid4().hex}{_TEMP_SUFFIX}"
-
-
-def check_key(key: str) -> str:
-    """``key`` if it is a relative path that stays inside the state directory."""
-    parts = key.split("/")
-    if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts):
-        raise InvalidValueError(f"state key {key!r} must be a relative path without '.' or '..' parts")
-    return key
-
-
-class StateStorage(ABC):
-    """One directory of state, as write-once files under relative, '/'-separated keys."""
-
-    #: The location as the user would write it, for messages.
-    uri: str
-
-    @abstractmethod
-    def create(self, key: str, data: bytes) -> None:
-        """Write ``key`` once. A reader sees all of ``data`` or no file; a second create of the
-        same key, by anyone, raises FileExistsError and leaves the first content in place."""
-
-    @abstractmethod
-    def read(self, key: str) -> bytes:
-        """The whole content of ``key``; FileNotFoundError if it does not exist."""
-
-    @abstractmethod
-    def exists(self, key: str) -> bool: ...
-
-    @abstractmethod
-    def list_keys(self, subdirectory: str = "") -> list[str]:
-        """Keys of every file under the directory (or under ``subdirectory`` of it), any depth,
-        sorted. Temp files of creates in progress are not listed."""
-
-    @abstractmethod
-    def delete(self, keys: Iterable[str]) -> None:
-        """Delete ``keys`` (missing ones are ignored) and whatever folder they leave empty."""
-
-    def delete_folder(self) -> None:
-        """Delete every file under the directory, and the directory itself where that exists."""
-        self.delete(self.list_keys())
-
-    def location(self, key: str = "") -> str:
-        """``key``'s full location, for messages."""
-        return f"{self.uri.rstrip('/')}/{key}" if key else self.uri
-
-    def check_writable(self) -> None:
-        """Fail now, not at the first checkpoint, when the directory cannot take our files or
-        when the storage ignores conditional creates (an old S3-compatible server, say)."""
-        probe = f"{_PROBE_PREFIX}{uuid.uuid4().hex}"
-        try:
-            self.create(probe, b"probe")
-            try:
-                self.create(probe, b"second")
-            except FileExistsError:
-                pass
-            else:
-                raise ConditionalCreateUnsupportedError(
-                    f"the storage of {self.uri!r} let a second writer create an existing file: it "
-                    "ignores conditional creates (If-None-Match: *), which the kit needs so that two "
-                    "drivers of one query cannot overwrite each other's state. Use a storage that "
-                    "supports them (AWS S3, MinIO, Ceph RGW >= 16, GCS, ABFS, HDFS, a POSIX disk)")
-            finally:
-                self.delete([probe])
-        except OSError as exc:
-            raise InvalidValueError(f"state location {self.uri!r} is not a writable directory: {exc}") from exc
-
-
 class LocalStateStorage(StateStorage):
     """A directory on a local or mounted POSIX filesystem.
 
@@ -169,7 +93,7 @@ class LocalStateStorage(StateStorage):
     def create(self, key: str, data: bytes) -> None:
         target = self._path(key)
         self._make_folder(target.parent)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=_TEMP_SUFFIX, dir=target.parent)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=target.parent)
         try:
             with os.fdopen(fd, "wb") as tmp:
                 tmp.write(data)
@@ -344,12 +268,12 @@ def open_state_storage(location: str | os.PathLike[str], *, read_only: bool = Fa
         return LocalStateStorage(canonical, os.fspath(location) if isinstance(location, str) else None)
     scheme, rest = canonical.split("://", 1)
     if scheme in WEBHDFS_SCHEMES:
-        from twophase.webhdfs_storage import open_webhdfs_storage  # it builds on StateStorage, defined here
+        from twophase.webhdfs_storage import open_webhdfs_storage  # needs the hdfs extra: only for HDFS
 
         return open_webhdfs_storage(canonical, read_only=read_only)
     # Imported here, not at the top: pyarrow (and the stores' SDKs) cost about 0.1 s to import, in
     # every Python process of a query that opens the state (the sink's write planning and commit
     # processes, the foreachBatch driver) though state on a local path or HDFS needs none of it.
-    from twophase.arrow_storage import open_arrow_storage  # it builds on StateStorage, defined here
+    from twophase.arrow_storage import open_arrow_storage
 
     return open_arrow_storage(canonical, read_only=read_only)

@@ -44,7 +44,7 @@ from typing import Any, Iterable
 from twophase.errors import InvalidValueError, MissingExtraError, StateFileExistsError, StateFileNotFoundError, \
     StateStorageError
 from twophase.hadoop_config import HadoopConfig, load_hadoop_config, uses_kerberos, webhdfs_urls
-from twophase.state_storage import WEBHDFS_SCHEMES, StateStorage, check_key, is_temp_name, temp_name
+from twophase.state_files import WEBHDFS_SCHEMES, StateStorage, check_key, is_temp_name, temp_name
 
 log = logging.getLogger(__name__)
 
