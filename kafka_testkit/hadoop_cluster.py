@@ -214,10 +214,10 @@ def _wait_until_ready(process: subprocess.Popen[bytes], ready_file: Path, timeou
             return json.loads(ready_file.read_text())
         if process.poll() is not None:
             raise HadoopClusterError(f"the Hadoop minicluster (pid {process.pid}) exited with code "
-                                     f"{process.returncode} while starting\n{_tail(log_path, 60)}")
+                                     f"{process.returncode} while starting\n{log_tail(log_path, 60)}")
         time.sleep(0.5)
     raise HadoopClusterError(f"the Hadoop minicluster (pid {process.pid}) was not ready after {timeout_s:.0f} s\n"
-                             f"{_tail(log_path, 60)}")
+                             f"{log_tail(log_path, 60)}")
 
 
 __all__ = ["HadoopClusterError", "HadoopMiniCluster", "MavenUnavailableError", "start_hadoop_minicluster"]
