@@ -210,12 +210,6 @@ class LocalKafkaCluster:
     def pid(self, node_id: int) -> int | None:
         return self.nodes[node_id].pid
 
-    def node_of_port(self, port: int) -> int:
-        for node_id, node in self.nodes.items():
-            if port == node.ports[0]:
-                return node_id
-        raise InvalidValueError(f"no node of this cluster listens on port {port}")
-
     def running_nodes(self) -> list[int]:
         return [node_id for node_id, node in self.nodes.items() if node.running]
 
