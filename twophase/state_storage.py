@@ -43,15 +43,8 @@ from twophase.errors import (
     UnsupportedStateLocationError,
 )
 # The contract and its helpers are defined in state_files.py, which every storage imports (so none
-# imports this dispatcher back), and named here too, where the kit's modules find them.
-from twophase.state_files import (  # noqa: F401
-    TEMP_SUFFIX,
-    WEBHDFS_SCHEMES,
-    StateStorage,
-    check_key,
-    is_temp_name,
-    temp_name,
-)
+# imports this dispatcher back); StateStorage is named here too, where the kit's modules find it.
+from twophase.state_files import TEMP_SUFFIX, WEBHDFS_SCHEMES, StateStorage, check_key, is_temp_name
 
 log = logging.getLogger(__name__)
 
