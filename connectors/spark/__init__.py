@@ -8,6 +8,9 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Iterator
 
 from pyspark.sql import SparkSession
 
@@ -20,7 +23,8 @@ def register(spark: SparkSession, *, warm_up: bool = True) -> None:
 
     With ``warm_up`` (on a classic session), Spark's Python task workers start now, in the
     background, with the kit's task modules imported (``worker_warmup.py``), so that the first
-    batch's tasks find them ready instead of starting them (bench/README.md, issue 38).
+    batch's tasks find them ready instead of starting them (bench/README.md, issue 38). The
+    warm-up is planned while Spark registers the data source (``_register_while_warming_up``).
 
     Refuses speculative execution, which the kit's two-phase commit has not been tested with. (A
     speculative copy of a write task writes under a transactional id of its own, as a retry does,
@@ -33,11 +37,39 @@ def register(spark: SparkSession, *, warm_up: bool = True) -> None:
         )
     use_session_python(spark)
     _check_driver_python(spark)
-    tasks_python = _register_with_worker_python(spark)
-    if warm_up:
-        from connectors.spark.worker_warmup import start_task_workers
+    with _data_source_python(spark) as tasks_python:
+        if warm_up and _has_spark_context(spark):
+            _register_while_warming_up(spark, tasks_python)
+        else:
+            spark.dataSource.register(KafkaEosDataSource)
 
-        start_task_workers(spark, tasks_python)
+
+def _has_spark_context(spark: SparkSession) -> bool:
+    try:
+        spark.sparkContext
+    except Exception:  # Spark Connect: no SparkContext here, and no executors of its own to warm
+        return False
+    return True
+
+
+def _register_while_warming_up(spark: SparkSession, tasks_python: str | None) -> None:
+    """Register the data source on a thread of its own while this one plans the warm-up.
+
+    Spark's first registration of a Python data source in an application looks up the installed
+    ones (``pyspark_*`` modules, ``pyspark/sql/worker/lookup_data_sources.py``) in Python
+    processes it starts for that: a version check, a daemon and its worker, about a second in
+    which the driver's JVM only waits. Planning the warm-up is the JVM's first analysis of a
+    DataFrame in the application, most of it loading classes, which the query's ``load()`` would
+    otherwise pay; it runs meanwhile instead of after (bench/README.md, issue 38). Both read the
+    Python that ``_data_source_python`` set for the data source's processes."""
+    from connectors.spark.worker_warmup import start_task_workers
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-eos-register") as pool:
+        registered = pool.submit(spark.dataSource.register, KafkaEosDataSource)
+        try:
+            start_task_workers(spark, tasks_python)
+        finally:
+            registered.result()  # the registration's own error, if it failed
 
 
 def use_session_python(spark: SparkSession) -> str | None:
@@ -86,15 +118,17 @@ def _check_driver_python(spark: SparkSession) -> None:
         "(see docs/where-it-runs.md)")
 
 
-def _register_with_worker_python(spark: SparkSession) -> str | None:
-    """Registers the data source so that the Python processes Spark starts for it (one per
-    planning step, and the worker daemon) import pyspark from the installed package, not from
+@contextmanager
+def _data_source_python(spark: SparkSession) -> Iterator[str | None]:
+    """While registering, the Python processes Spark starts for the data source (one per planning
+    step, and the worker daemon) import pyspark from the installed package, not from
     ``pyspark.zip`` (``connectors/worker_python.py``), where that is safe.
 
     Spark takes the Python of a data source's processes from ``SparkContext.pythonExec`` when the
-    data source is registered, so it is swapped for the registration only: the job's other Python
-    code (UDFs, foreachBatch) keeps the session's. Returns the Python the data source's tasks run
-    with when it is not the session's (None: the session's, or Spark Connect)."""
+    data source is registered (and of the warm-up's tasks when it is planned), so it is swapped
+    for the registration only: the job's other Python code (UDFs, foreachBatch) keeps the
+    session's. Yields the Python the data source's tasks run with when it is not the session's
+    (None: the session's, or Spark Connect)."""
     from connectors.worker_python import for_data_source
 
     try:
@@ -103,15 +137,14 @@ def _register_with_worker_python(spark: SparkSession) -> str | None:
     except Exception:  # Spark Connect: no SparkContext here, the server starts the processes
         launcher = None
     if launcher is None:
-        spark.dataSource.register(KafkaEosDataSource)
-        return None
+        yield None
+        return
     session_python = context.pythonExec
     context.pythonExec = launcher
     try:
-        spark.dataSource.register(KafkaEosDataSource)
+        yield launcher
     finally:
         context.pythonExec = session_python
-    return launcher
 
 
 __all__ = ["FORMAT", "KafkaEosDataSource", "SpeculationNotSupportedError", "register", "use_session_python"]

@@ -375,6 +375,67 @@ def test_register_does_not_fail_when_the_warm_up_cannot_be_planned(spark, caplog
     assert spark.sparkContext.pythonExec == session_python
 
 
+def test_register_plans_the_warm_up_while_spark_registers_the_data_source(spark, monkeypatch):
+    """Spark's first registration waits about a second on its lookup of installed Python data
+    sources; the warm-up's planning overlaps it (issue 38). The registration here waits for the
+    warm-up to be planned: done one after the other, it would find it not planned (after the
+    bound, which only keeps a broken implementation from hanging the test)."""
+    import threading
+
+    from pyspark.sql.datasource import DataSourceRegistration
+
+    from connectors.spark import register, worker_warmup
+    from connectors.worker_python import for_data_source
+
+    planned = threading.Event()
+    seen: dict[str, object] = {}
+    original_register = DataSourceRegistration.register
+    original_plan = type(spark.range(1)).mapInArrow
+
+    def registering(self, data_source):
+        seen["planned while registering"] = planned.wait(timeout=60)
+        seen["registering thread"] = threading.current_thread().name
+        seen["python"] = self.sparkSession.sparkContext.pythonExec
+        return original_register(self, data_source)
+
+    def planning(self, *args, **kwargs):
+        planned.set()
+        return original_plan(self, *args, **kwargs)
+
+    monkeypatch.setattr(DataSourceRegistration, "register", registering)
+    monkeypatch.setattr(type(spark.range(1)), "mapInArrow", planning)
+    monkeypatch.setattr(worker_warmup, "_started", {})  # the fixture's register() warmed this session's
+    session_python = spark.sparkContext.pythonExec
+    register(spark)
+    assert seen["planned while registering"] is True
+    assert seen["registering thread"] != threading.current_thread().name
+    # The data source's Python (the launcher beside this interpreter, on a local master), as
+    # registered one after the other.
+    assert seen["python"] == (for_data_source(session_python, spark.sparkContext.master) or session_python)
+    assert spark.sparkContext.pythonExec == session_python
+
+
+def test_register_without_warm_up_registers_on_the_callers_thread(spark, monkeypatch):
+    import threading
+
+    from pyspark.sql.datasource import DataSourceRegistration
+
+    from connectors.spark import register, worker_warmup
+
+    threads: list[str] = []
+    original_register = DataSourceRegistration.register
+
+    def registering(self, data_source):
+        threads.append(threading.current_thread().name)
+        return original_register(self, data_source)
+
+    monkeypatch.setattr(DataSourceRegistration, "register", registering)
+    monkeypatch.setattr(worker_warmup, "_started", {})
+    register(spark, warm_up=False)
+    assert threads == [threading.current_thread().name]
+    assert worker_warmup._started == {}
+
+
 def test_sink_without_value_column_names_the_column(spark, fake, tmp_path):
     source = (spark.readStream.format("kafka-eos").option("kafka.bootstrap.servers", fake.bootstrap_servers)
               .option("subscribe", "in").load())
