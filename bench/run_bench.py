@@ -152,6 +152,14 @@ TARGET_FROM_START_FACTOR = 2.0
 TARGET_FIRST_BATCH_BEHIND_BUILTIN_S = 2.0
 TARGET_RESTART_BEHIND_BUILTIN_S = 2.0
 TARGET_EOS_VS_BUILTIN = 1.0
+#: The rates judged against Spark's own connector (>= TARGET_EOS_VS_BUILTIN): the result's key, the
+#: comparison's suffix, the target row's name and its note ({config}: the kit's run).
+RATES_AGAINST_BUILTIN = (
+    ("steady_rec_s", "vs_builtin", "EOS steady state vs Spark's own (at-least-once) connector",
+     "{config} against spark_builtin"),
+    ("warm_rec_s", "warm_vs_builtin", "EOS warm state vs Spark's own connector",
+     "the second half of the batches after the first, when the JVM's JIT has warmed up"),
+)
 
 COMMITTED_LINE = re.compile(
     r"batch (\d+) committed: (\d+) transactions, (\d+) records, (\d+) ms"
@@ -799,12 +807,10 @@ def compare(runs: dict[str, Run], summary: dict[str, dict[str, Any]]) -> dict[st
         if mine is not None and theirs is not None:
             out[f"{config}_{key}_behind_builtin"] = mine - theirs
     for config in KIT_AGAINST_BUILTIN:
-        mine, theirs = summary.get(config, {}).get("steady_rec_s"), summary.get("spark_builtin", {}).get("steady_rec_s")
-        if mine and theirs:
-            out[f"{config}_vs_builtin"] = mine / theirs
-        mine, theirs = summary.get(config, {}).get("warm_rec_s"), summary.get("spark_builtin", {}).get("warm_rec_s")
-        if mine and theirs:
-            out[f"{config}_warm_vs_builtin"] = mine / theirs
+        for key, suffix, _, _ in RATES_AGAINST_BUILTIN:
+            mine, theirs = summary.get(config, {}).get(key), summary.get("spark_builtin", {}).get(key)
+            if mine and theirs:
+                out[f"{config}_{suffix}"] = mine / theirs
     memory = next((run for run in runs.values() if run.config == MEMORY_RUN), None)
     small = [run for run in runs.values() if run.config == "spark_eos" and run.results.get("peak_pss_mb")]
     if memory is not None and small and memory.results.get("peak_pss_mb"):
@@ -914,15 +920,11 @@ def targets(summary: dict[str, dict[str, Any]], comparison: dict[str, Any], max_
                 else f"n/a ({restart_config} or spark_builtin_restart not run)",
                 behind <= TARGET_RESTART_BEHIND_BUILTIN_S if behind is not None else None,
                 f"{restart_config} against spark_builtin_restart: the new process's start until its first batch ends")
-        ratio = comparison.get(f"{config}_vs_builtin")
-        add(f"EOS steady state vs Spark's own (at-least-once) connector ({config})", f">= {TARGET_EOS_VS_BUILTIN:.1f}x",
-            f"{ratio:.2f}x ({mine['steady_rec_s']:,.0f} against {builtin['steady_rec_s']:,.0f} rec/s)" if ratio else "n/a",
-            ratio >= TARGET_EOS_VS_BUILTIN if ratio else None, f"{config} against spark_builtin")
-        warm = comparison.get(f"{config}_warm_vs_builtin")
-        add(f"EOS warm state vs Spark's own connector ({config})", f">= {TARGET_EOS_VS_BUILTIN:.1f}x",
-            f"{warm:.2f}x ({mine['warm_rec_s']:,.0f} against {builtin['warm_rec_s']:,.0f} rec/s)" if warm else "n/a",
-            warm >= TARGET_EOS_VS_BUILTIN if warm else None,
-            "the second half of the batches after the first, when the JVM's JIT has warmed up")
+        for key, suffix, label, note in RATES_AGAINST_BUILTIN:
+            ratio = comparison.get(f"{config}_{suffix}")
+            add(f"{label} ({config})", f">= {TARGET_EOS_VS_BUILTIN:.1f}x",
+                f"{ratio:.2f}x ({mine[key]:,.0f} against {builtin[key]:,.0f} rec/s)" if ratio else "n/a",
+                ratio >= TARGET_EOS_VS_BUILTIN if ratio else None, note.format(config=config))
     sizes = eos.get("batch_rows") or []
     add("micro-batch size", f">= {TARGET_MIN_BATCH:,} records",
         f"{min(sizes):,}..{max(sizes):,} (max offsets per trigger {max_offsets:,})" if sizes else "n/a",
