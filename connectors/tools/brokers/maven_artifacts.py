@@ -155,10 +155,10 @@ def _read_manifest(folder: Path, coordinates: tuple[str, ...]) -> ResolvedJars |
     return ResolvedJars(coordinates, folder, jars)
 
 
-def resolve_jars(coordinates: Sequence[str], cache_name: str) -> ResolvedJars:
+def resolve_jars(coordinates: Sequence[str], cache_name: str, *, transitive: bool = True) -> ResolvedJars:
     """The jars of ``coordinates`` (``group:artifact:version``, exact versions) and of their runtime
-    dependencies, in the cache folder ``maven/<cache_name>``; resolved with ``mvn`` once, read from
-    the cache after that."""
+    dependencies (none with ``transitive=False``), in the cache folder ``maven/<cache_name>``;
+    resolved with ``mvn`` once, read from the cache after that."""
     wanted = tuple(str(Artifact.parse(c)) for c in coordinates)
     folder = cache_dir() / "maven" / cache_name
     cached = _read_manifest(folder, wanted)
@@ -170,7 +170,7 @@ def resolve_jars(coordinates: Sequence[str], cache_name: str) -> ResolvedJars:
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{cache_name}-", dir=folder.parent))
     try:
-        _run_mvn(_pom(map(Artifact.parse, wanted)),
+        _run_mvn(_pom(map(Artifact.parse, wanted), transitive=transitive),
                  ["dependency:copy-dependencies", f"-DoutputDirectory={staging}", "-DincludeScope=runtime"],
                  ", ".join(wanted))
         jars = sorted(p.name for p in staging.glob("*.jar"))
