@@ -14,7 +14,7 @@ from typing import Iterator
 
 from pyspark.sql import SparkSession
 
-from connectors.spark.datasource import FORMAT, KafkaEosDataSource
+from connectors.spark.datasource import FORMAT, KafkaEosDataSource, KafkaEosPythonSource
 from connectors.spark.spark_errors import SpeculationNotSupportedError
 
 
@@ -25,6 +25,11 @@ def register(spark: SparkSession, *, warm_up: bool = True) -> None:
     background, with the kit's task modules imported (``worker_warmup.py``), so that the first
     batch's tasks find them ready instead of starting them (bench/README.md, issue 38). The
     warm-up is planned while Spark registers the data source (``_register_while_warming_up``).
+
+    ``format("kafka-eos")`` is the kit's JVM provider where it can be put into the session's driver
+    (``jvm_provider.install``), which lets Spark run update output mode; the Python data source is
+    then registered under its own name behind it. Where it cannot, the Python data source is
+    registered as ``kafka-eos`` itself (append and complete mode), after one warning line.
 
     Refuses speculative execution, which the kit's two-phase commit has not been tested with. (A
     speculative copy of a write task writes under a transactional id of its own, as a retry does,
@@ -38,10 +43,20 @@ def register(spark: SparkSession, *, warm_up: bool = True) -> None:
     use_session_python(spark)
     _check_driver_python(spark)
     with _data_source_python(spark) as tasks_python:
+        source = data_source_to_register(spark)
         if warm_up and _has_spark_context(spark):
-            _register_while_warming_up(spark, tasks_python)
+            _register_while_warming_up(spark, source, tasks_python)
         else:
-            spark.dataSource.register(KafkaEosDataSource)
+            spark.dataSource.register(source)
+
+
+def data_source_to_register(spark: SparkSession) -> type[KafkaEosDataSource]:
+    """The kit's Python data source under the name it must have in ``spark``: behind the JVM
+    provider when that is installed (Spark refuses a Python name a JVM class holds), else as
+    ``format("kafka-eos")`` itself."""
+    from connectors.spark.jvm_provider import install
+
+    return KafkaEosPythonSource if install(spark) else KafkaEosDataSource
 
 
 def _has_spark_context(spark: SparkSession) -> bool:
@@ -52,7 +67,7 @@ def _has_spark_context(spark: SparkSession) -> bool:
     return True
 
 
-def _register_while_warming_up(spark: SparkSession, tasks_python: str | None) -> None:
+def _register_while_warming_up(spark: SparkSession, source: type[KafkaEosDataSource], tasks_python: str | None) -> None:
     """Register the data source on a thread of its own while this one plans the warm-up.
 
     Spark's first registration of a Python data source in an application looks up the installed
@@ -65,7 +80,7 @@ def _register_while_warming_up(spark: SparkSession, tasks_python: str | None) ->
     from connectors.spark.worker_warmup import start_task_workers
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-eos-register") as pool:
-        registered = pool.submit(spark.dataSource.register, KafkaEosDataSource)
+        registered = pool.submit(spark.dataSource.register, source)
         try:
             start_task_workers(spark, tasks_python)
         finally:

@@ -12,6 +12,10 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 FORMAT = "kafka-eos"
+#: The Python data source's own name where the kit's JVM provider carries ``FORMAT`` (it lets Spark
+#: run update output mode, connectors/spark/jvm_provider.py); never written by users. The provider
+#: (jvm/src/kafkaeos/spark/KafkaEosTableProvider.java) holds both names too.
+PYTHON_SOURCE = "kafka-eos-python"
 
 
 # Spark starts a Python process of its own for each planning step (creating the source, planning a
@@ -80,3 +84,12 @@ def _called_to_commit() -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+class KafkaEosPythonSource(KafkaEosDataSource):
+    """The same data source, registered as ``PYTHON_SOURCE`` behind the JVM provider (Spark refuses
+    a Python data source under a name a JVM class holds)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return PYTHON_SOURCE

@@ -1,0 +1,150 @@
+"""register()'s names for the kit's data source with and without its JVM provider
+(connectors/spark/jvm_provider.py), on a local Spark session: the jar is the one the project's build
+made (pip install builds it); the output modes themselves run on a real broker
+(integration_tests/test_output_modes.py)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from connectors.spark import jvm_provider  # noqa: E402
+from connectors.spark.datasource import FORMAT, PYTHON_SOURCE, KafkaEosDataSource, KafkaEosPythonSource  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+JVM = Path(jvm_provider.__file__).resolve().parent / "jvm"
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory):
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("kafka-eos-jvm-provider")
+               .config("spark.ui.enabled", "false")
+               .config("spark.local.dir", str(tmp_path_factory.mktemp("spark-local"))).getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def _resolved_class(spark) -> str:  # type: ignore[no-untyped-def]
+    """The class Spark resolves ``format("kafka-eos")`` to on the calling thread (a Python thread
+    has a JVM thread of its own)."""
+    jvm = spark.sparkContext._jvm
+    conf = spark._jsparkSession.sessionState().conf()
+    return jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(FORMAT, conf).getName()
+
+
+def _python_sources(spark) -> set[str]:  # type: ignore[no-untyped-def]
+    manager = spark._jsparkSession.sessionState().dataSourceManager()
+    return {name for name in (FORMAT, PYTHON_SOURCE) if manager.dataSourceExists(name)}
+
+
+def test_the_java_provider_holds_the_names_python_registers_under():
+    source = (JVM / "src" / "kafkaeos" / "spark" / "KafkaEosTableProvider.java").read_text()
+    constants = dict(re.findall(r'static final String (\w+) = "([^"]+)";', source))
+    assert constants == {"FORMAT": FORMAT, "PYTHON_SOURCE": PYTHON_SOURCE}
+    package = re.search(r"^package ([\w.]+);", source, re.M).group(1)
+    assert f"{package}.KafkaEosTableProvider" == jvm_provider.PROVIDER_CLASS
+    services = (JVM / "resources" / "META-INF" / "services" / "org.apache.spark.sql.sources.DataSourceRegister")
+    assert services.read_text().split() == [jvm_provider.PROVIDER_CLASS]
+    assert KafkaEosPythonSource.name() == PYTHON_SOURCE and KafkaEosDataSource.name() == FORMAT
+
+
+def test_register_puts_the_provider_into_the_driver_for_every_thread(spark, caplog):
+    from connectors.spark import register
+
+    assert jvm_provider.JAR.is_file(), f"{jvm_provider.JAR}: run pip install -e . (its build makes the jar)"
+    with caplog.at_level(logging.INFO, logger=jvm_provider.__name__):
+        register(spark, warm_up=False)
+    assert "update mode enabled" in caplog.text
+    assert _python_sources(spark) == {PYTHON_SOURCE}  # "kafka-eos" is the JVM provider's
+    resolved: dict[str, str] = {}
+
+    def resolve() -> None:
+        resolved["thread"] = _resolved_class(spark)
+
+    other = threading.Thread(target=resolve)
+    other.start()
+    other.join()
+    assert resolved == {"thread": jvm_provider.PROVIDER_CLASS}
+    assert _resolved_class(spark) == jvm_provider.PROVIDER_CLASS
+    frame = (spark.readStream.format(FORMAT).option("kafka.bootstrap.servers", "fake-kafka:///nowhere.db")
+             .option("subscribe", "t").load())
+    assert frame.columns[:2] == ["key", "value"]  # planned by the Python data source behind it
+    # Again (a second query's set-up, a notebook's cell run twice): the provider is there already.
+    register(spark, warm_up=False)
+    assert _python_sources(spark) == {PYTHON_SOURCE}
+
+
+def test_without_its_jar_the_format_is_the_python_source_after_one_line_naming_what_to_do(
+        spark, monkeypatch, caplog, tmp_path):
+    monkeypatch.setattr(jvm_provider, "JAR", tmp_path / "missing.jar")
+    # A thread whose context class loader lacks the provider: a driver where nothing added it.
+    jvm = spark.sparkContext._jvm
+    outcome: dict[str, bool] = {}
+
+    def install_from_a_plain_thread() -> None:
+        from connectors.spark import data_source_to_register
+
+        jvm.java.lang.Thread.currentThread().setContextClassLoader(jvm.java.lang.ClassLoader.getSystemClassLoader())
+        outcome["installed"] = data_source_to_register(spark) is KafkaEosPythonSource
+
+    with caplog.at_level(logging.INFO, logger=jvm_provider.__name__):
+        plain = threading.Thread(target=install_from_a_plain_thread)
+        plain.start()
+        plain.join()
+    assert outcome == {"installed": False}
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "\n" not in warning
+    assert "update output mode" in warning and "missing.jar is missing" in warning
+    assert "exactly_once_foreach_batch" in warning
+
+
+def test_a_driver_whose_class_loader_takes_no_jar_names_spark_jars(spark, caplog):
+    jvm = spark.sparkContext._jvm
+    outcome: dict[str, bool] = {}
+
+    def install_from_a_plain_thread() -> None:
+        jvm.java.lang.Thread.currentThread().setContextClassLoader(jvm.java.lang.ClassLoader.getSystemClassLoader())
+        outcome["installed"] = jvm_provider.install(spark)
+
+    with caplog.at_level(logging.WARNING, logger=jvm_provider.__name__):
+        plain = threading.Thread(target=install_from_a_plain_thread)
+        plain.start()
+        plain.join()
+    assert outcome == {"installed": False}
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert f"spark.jars={jvm_provider.JAR}" in warning and "exactly_once_foreach_batch" in warning
+
+
+class _ConnectSessionRefusingArtifacts:
+    """What register() sees of a Spark Connect session whose server takes no artifacts."""
+
+    @property
+    def sparkContext(self):  # type: ignore[no-untyped-def]
+        raise RuntimeError("[JVM_ATTRIBUTE_NOT_SUPPORTED] sparkContext is not supported in Spark Connect")
+
+    def addArtifacts(self, *paths: str) -> None:
+        raise RuntimeError("artifacts are disabled on this server")
+
+
+def test_a_connect_server_refusing_the_jar_gets_one_line_naming_its_jars_option(caplog):
+    with caplog.at_level(logging.WARNING, logger=jvm_provider.__name__):
+        assert jvm_provider.install(_ConnectSessionRefusingArtifacts()) is False  # type: ignore[arg-type]
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "\n" not in warning
+    assert f"--jars {jvm_provider.JAR}" in warning and "artifacts are disabled" in warning
+    assert "exactly_once_foreach_batch" in warning
+
+
+def test_the_module_prints_the_jars_path(capsys):
+    assert jvm_provider.main() == 0
+    assert capsys.readouterr().out.strip() == str(jvm_provider.JAR)
