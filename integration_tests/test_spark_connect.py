@@ -135,3 +135,18 @@ def test_server_killed_then_query_resubmitted_from_its_checkpoint_is_exactly_onc
     wait_until_stable(kafka_clients, sink)
     assert_exactly_once(read_committed_values(kafka_clients, sink), ids, copied_id)
     assert kafka_clients.txn_control().list_open_transactions("kafka-eos-") == []
+
+
+def test_a_running_count_in_update_mode_over_spark_connect(kafka_bootstrap, kafka_clients, connect_url, unique_name,
+                                                           tmp_path):
+    """A running count in update mode on ``format("kafka-eos")`` (test_output_modes.py) over Spark
+    Connect: the server has no jar of the kit; ``register()`` sends the JVM provider's to the session."""
+    from running_counts import assert_update_counts, counts_by_key, job_failure, load_keyed, new_topic, run_count_job
+
+    source, update = (new_topic(kafka_clients, unique_name, label) for label in ("counts-in", "update"))
+    inputs = load_keyed(kafka_clients, source)
+    job = run_count_job(["--remote", connect_url], kafka_bootstrap, source, {"update": update},
+                        tmp_path / "checkpoints")
+    assert job.returncode == 0, job_failure(job)
+    assert "update mode enabled" in job.stderr
+    assert_update_counts(counts_by_key(kafka_clients, update), inputs)

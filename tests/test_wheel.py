@@ -29,6 +29,8 @@ SHIPPED = (
     "connectors/tools/brokers/kafka_distribution.py",
     "connectors/tools/brokers/maven_artifacts.py",
     "connectors/kafka/clients/embedded_cluster.py",
+    # The JVM provider of format("kafka-eos") in update mode, compiled by setup.py (never committed).
+    "connectors/spark/jvm/kafka-eos-spark-provider.jar",
 )
 
 
@@ -42,7 +44,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     for name in ("twophase", "connectors", "kafka_testkit", "examples", "bench", "integration_tests", "tests"):
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(ROOT / name, source / name)
     out = work / "dist"
     build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "--disable-pip-version-check", "-w", str(out),
@@ -125,3 +127,21 @@ def test_every_entry_point_resolves_to_a_module_inside_the_wheel(wheel):
             assert module in modules, f"{group} {name} = {value}: no module {module} in the wheel"
             defined = _top_level_names(modules[module])
             assert attribute.split(".")[0] in defined, f"{group} {name} = {value}: {module} defines no {attribute}"
+
+
+def test_the_wheel_holds_the_jvm_provider_compiled_from_its_source(wheel):
+    """The jar that register() puts into the driver: the provider's classes, Java 17 bytecode (the
+    lowest JDK Spark 4 runs on), and the service file by which Spark finds it."""
+    import io
+
+    from connectors.spark.jvm_provider import PROVIDER_CLASS
+
+    with zipfile.ZipFile(io.BytesIO(wheel.read("connectors/spark/jvm/kafka-eos-spark-provider.jar"))) as jar:
+        names = set(jar.namelist())
+        service = jar.read("META-INF/services/org.apache.spark.sql.sources.DataSourceRegister").decode().split()
+        main_class = jar.read(PROVIDER_CLASS.replace(".", "/") + ".class")
+    assert service == [PROVIDER_CLASS]
+    assert int.from_bytes(main_class[6:8], "big") == 61  # class file major version 61: Java 17
+    assert {name for name in names if name.endswith(".class")} >= {
+        "kafkaeos/spark/KafkaEosTableProvider.class", "kafkaeos/spark/KafkaEosTableProvider$UpdatableTable.class",
+        "kafkaeos/spark/KafkaEosTableProvider$UpdatableWriteBuilder.class"}

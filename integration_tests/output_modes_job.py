@@ -1,0 +1,84 @@
+"""A running count, as a user writes it for Spark's Kafka sink, run on ``format("kafka-eos")``: the
+query below is ``format("kafka")``'s with the format name changed, nothing else.
+
+    counts = stream.groupBy("key").count()
+    counts.selectExpr("key", "CAST(count AS STRING) AS value").writeStream.format(FORMAT)
+          .outputMode(MODE).option("kafka.bootstrap.servers", ...).option("topic", ...)
+          .option("checkpointLocation", ...).trigger(availableNow=True).start()
+
+One process, a local session (``--master``) or a Spark Connect one (``--remote``); ``register()`` on
+the main thread, then one query per ``--query MODE:OUTPUT_TOPIC``, each started from a Python thread
+of its own (Spark looks the format up on the thread that starts the query). Exits 0 when every
+query finished, 1 with the failure otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import threading
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--master", help="a local master, e.g. local[2]")
+    where.add_argument("--remote", help="sc://host:port of a Spark Connect server")
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--input", required=True)
+    parser.add_argument("--query", action="append", required=True, metavar="MODE:TOPIC",
+                        help="an output mode (update, complete) and its output topic; repeatable")
+    parser.add_argument("--checkpoint-dir", required=True, help="one checkpointLocation per query is made in it")
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=200)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+    # A cluster's executors run this interpreter too (the same machine): it has the kit.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from connectors.spark import register
+
+    if args.remote:
+        spark = SparkSession.builder.remote(args.remote).create()
+    else:
+        spark = (SparkSession.builder.master(args.master).appName("kafka-eos output modes")
+                 .config("spark.ui.enabled", "false").getOrCreate())
+    # A small input: a few shuffle partitions, not Spark's 200 (the speed at 200 is bench/'s).
+    spark.conf.set("spark.sql.shuffle.partitions", "4")
+    register(spark)
+
+    failures: list[str] = []
+
+    def run(mode: str, topic: str) -> None:
+        try:
+            stream = (spark.readStream.format("kafka-eos").option("kafka.bootstrap.servers", args.bootstrap)
+                      .option("subscribe", args.input).option("startingOffsets", "earliest")
+                      .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger)).load())
+            counts = stream.groupBy("key").count()
+            query = (counts.selectExpr("key", "CAST(count AS STRING) AS value").writeStream.format("kafka-eos")
+                     .outputMode(mode).option("kafka.bootstrap.servers", args.bootstrap).option("topic", topic)
+                     .option("checkpointLocation", f"{args.checkpoint_dir}/{mode}-{topic}")
+                     .trigger(availableNow=True).start())
+            query.awaitTermination()
+            if query.exception() is not None:
+                failures.append(f"{mode}: {query.exception()}")
+        except Exception as exc:  # reported by the exit code, with the JVM's exception when it is one
+            java = getattr(exc, "java_exception", None)
+            failures.append(f"{mode}: {java.toString() if java is not None else exc}"[:2000])
+
+    for spec in args.query:
+        mode, _, topic = spec.partition(":")
+        query_thread = threading.Thread(target=run, args=(mode, topic), name=f"query-{mode}")
+        query_thread.start()
+        query_thread.join()
+    for failure in failures:
+        print(f"query failed: {failure}", file=sys.stderr)
+    spark.stop()
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
