@@ -87,13 +87,15 @@ def assert_update_counts(counts: dict[bytes, list[int]], inputs: dict[bytes, int
 
 
 def assert_complete_counts(counts: dict[bytes, list[int]], inputs: dict[bytes, int]) -> None:
-    """Complete mode writes every key's count every batch: per key they never fall, end at the
-    key's number of inputs, and each key is written once per batch."""
+    """Complete mode writes every key's count every batch: per key they never fall and end at the
+    key's number of inputs, and every key is written as often as the others (once a batch: the
+    first batch reads every key, whose records are interleaved), in three batches or more."""
     assert set(counts) == set(inputs)
     for key, seen in counts.items():
         assert all(a <= b for a, b in zip(seen, seen[1:])), f"{key!r}: a count fell: {seen}"
         assert seen[-1] == inputs[key], f"{key!r}: ends at {seen[-1]}, has {inputs[key]} inputs: {seen}"
-        assert len(seen) == RECORDS // BATCH, f"{key!r}: written {len(seen)} times in {RECORDS // BATCH} batches"
+    writes = sorted({len(seen) for seen in counts.values()})
+    assert len(writes) == 1 and writes[0] >= RECORDS // BATCH, f"writes per key: {writes}"
 
 
 def job_failure(job: subprocess.CompletedProcess[str]) -> str:
