@@ -29,8 +29,8 @@ def test_a_running_count_in_update_and_complete_mode_runs_unchanged(
     source, update, complete = (new_topic(kafka_clients, unique_name, label)
                                 for label in ("counts-in", "update", "complete"))
     inputs = load_keyed(kafka_clients, source)
-    job = run_count_job(["--master", spark_master or "local[2]"], kafka_bootstrap, source, {"update": update, "complete": complete},
-                        tmp_path / "checkpoints")
+    job = run_count_job(["--master", spark_master or "local[2]"], kafka_bootstrap, source,
+                        {"update": update, "complete": complete}, tmp_path / "checkpoints")
     assert job.returncode == 0, job_failure(job)
     assert "update mode enabled" in job.stderr  # register() put the provider into the driver
     assert_update_counts(counts_by_key(kafka_clients, update), inputs)

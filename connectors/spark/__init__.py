@@ -67,7 +67,8 @@ def _has_spark_context(spark: SparkSession) -> bool:
     return True
 
 
-def _register_while_warming_up(spark: SparkSession, source: type[KafkaEosDataSource], tasks_python: str | None) -> None:
+def _register_while_warming_up(spark: SparkSession, source: type[KafkaEosDataSource],
+                               tasks_python: str | None) -> None:
     """Register the data source on a thread of its own while this one plans the warm-up.
 
     Spark's first registration of a Python data source in an application looks up the installed
