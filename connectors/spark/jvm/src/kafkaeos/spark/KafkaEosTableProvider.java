@@ -37,7 +37,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * <p>Found by Spark through {@code META-INF/services/org.apache.spark.sql.sources.DataSourceRegister}
  * before any Python data source; the Python source must therefore not be registered under
  * {@link #FORMAT} where this class is on the class path (Spark refuses that name as taken).
- * {@code connectors/spark/provider.py} holds the same two names.
+ * {@code connectors/spark/jvm_provider.py} and {@code connectors/spark/datasource.py} hold the same two names.
  */
 public class KafkaEosTableProvider extends PythonDataSourceV2 implements DataSourceRegister {
     /** The format users write: {@code format("kafka-eos")}. */
