@@ -29,7 +29,9 @@ PROVIDER = Path("connectors", "spark", "jvm")
 JAR_NAME = "kafka-eos-spark-provider.jar"
 #: Compile-time only (the running Spark provides them): the lowest Spark 4 with every class used.
 SPARK_API = ("org.apache.spark:spark-sql_2.13:4.0.0", "org.apache.spark:spark-catalyst_2.13:4.0.0",
-             "org.apache.spark:spark-sql-api_2.13:4.0.0", "org.scala-lang:scala-library:2.13.16")
+             "org.apache.spark:spark-sql-api_2.13:4.0.0", "org.apache.spark:spark-core_2.13:4.0.0",
+             "org.apache.spark:spark-common-utils_2.13:4.0.0",
+             "org.scala-lang:scala-library:2.13.16")
 
 
 class ProviderBuildError(RuntimeError):

@@ -148,3 +148,31 @@ def test_a_connect_server_refusing_the_jar_gets_one_line_naming_its_jars_option(
 def test_the_module_prints_the_jars_path(capsys):
     assert jvm_provider.main() == 0
     assert capsys.readouterr().out.strip() == str(jvm_provider.JAR)
+
+
+def _keeps_state(spark, df) -> bool:  # type: ignore[no-untyped-def]
+    """What the provider's write decides its task count by: whether the streaming plan keeps state
+    (``WriteTasks.keepsState``, on the plan Spark analysed)."""
+    assert jvm_provider.install(spark)
+    plan = df._jdf.queryExecution().analyzed()
+    return bool(spark.sparkContext._jvm.kafkaeos.spark.WriteTasks.keepsState(plan))
+
+
+def test_the_provider_asks_for_fewer_write_tasks_only_behind_state(spark):
+    """format("kafka-eos") clusters a batch's rows by key into fewer write tasks (so transactions)
+    behind a stateful operator, where Spark hands it spark.sql.shuffle.partitions of them; a
+    map-only query, and a join of a stream with a static table, keep their partitions."""
+    from pyspark.sql.functions import window
+
+    stream = spark.readStream.format("rate").option("rowsPerSecond", "1").load().selectExpr(
+        "CAST(value % 10 AS STRING) AS key", "timestamp")
+    other = spark.readStream.format("rate").option("rowsPerSecond", "1").load().selectExpr(
+        "CAST(value % 10 AS STRING) AS key2", "timestamp AS t2")
+    static = spark.range(10).selectExpr("CAST(id AS STRING) AS key3")
+    assert _keeps_state(spark, stream.groupBy("key").count())
+    assert _keeps_state(spark, stream.withWatermark("timestamp", "5 seconds").dropDuplicates(["key"]))
+    assert _keeps_state(spark, stream.withWatermark("timestamp", "5 seconds")
+                        .groupBy("key", window("timestamp", "10 seconds")).count())
+    assert _keeps_state(spark, stream.join(other, stream.key == other.key2))
+    assert not _keeps_state(spark, stream.selectExpr("key", "upper(key) AS value"))
+    assert not _keeps_state(spark, stream.join(static, stream.key == static.key3))

@@ -108,7 +108,7 @@ public class KafkaEosTableProvider extends PythonDataSourceV2 implements DataSou
 
         @Override
         public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
-            return new UpdatableWriteBuilder(((SupportsWrite) table).newWriteBuilder(info));
+            return new UpdatableWriteBuilder(((SupportsWrite) table).newWriteBuilder(info), info);
         }
 
         @Override
@@ -125,19 +125,21 @@ public class KafkaEosTableProvider extends PythonDataSourceV2 implements DataSou
      */
     static final class UpdatableWriteBuilder implements SupportsTruncate, SupportsStreamingUpdateAsAppend {
         private final WriteBuilder builder;
+        private final LogicalWriteInfo info;
 
-        UpdatableWriteBuilder(WriteBuilder builder) {
+        UpdatableWriteBuilder(WriteBuilder builder, LogicalWriteInfo info) {
             this.builder = builder;
+            this.info = info;
         }
 
         @Override
         public WriteBuilder truncate() {
-            return new UpdatableWriteBuilder(((SupportsTruncate) builder).truncate());
+            return new UpdatableWriteBuilder(((SupportsTruncate) builder).truncate(), info);
         }
 
         @Override
         public Write build() {
-            return builder.build();
+            return WriteTasks.planned(builder.build(), info);
         }
 
         @Override

@@ -1,0 +1,183 @@
+package kafkaeos.spark;
+
+import java.lang.reflect.Method;
+import java.util.Set;
+
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.connector.distributions.Distribution;
+import org.apache.spark.sql.connector.distributions.Distributions;
+import org.apache.spark.sql.connector.expressions.Expression;
+import org.apache.spark.sql.connector.expressions.Expressions;
+import org.apache.spark.sql.connector.expressions.SortOrder;
+import org.apache.spark.sql.connector.metric.CustomMetric;
+import org.apache.spark.sql.connector.metric.CustomTaskMetric;
+import org.apache.spark.sql.connector.write.BatchWrite;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.RequiresDistributionAndOrdering;
+import org.apache.spark.sql.connector.write.Write;
+import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
+import org.apache.spark.sql.streaming.StreamingQuery;
+import org.apache.spark.sql.types.StructField;
+
+/**
+ * How many write tasks, so Kafka transactions, a micro-batch of {@code format("kafka-eos")} has.
+ *
+ * <p>Spark writes one task per partition of the plan it hands the sink. Behind a stateful operator
+ * (an aggregation, a window, a deduplication, a stream-stream join, state in Python) that is
+ * {@code spark.sql.shuffle.partitions}, 200 by default, and each task that writes a row costs a
+ * transaction: a producer, its InitProducerId, a flush and an EndTxn, on top of Spark's own work
+ * (bench/README.md, stateful queries). Spark's own Kafka sink shares one producer per executor
+ * among those tasks; a transaction cannot be shared between tasks that Spark retries one by one.
+ * So the write asks Spark for fewer, larger tasks: the rows clustered by their Kafka {@code key}
+ * (a hash shuffle keeps each key's rows in their order; behind a stateful operator a key's rows
+ * come from one partition) into as many partitions as Spark runs tasks at once
+ * ({@code defaultParallelism}), which Spark 4 plans for micro-batch writes too.
+ *
+ * <p>Only where it pays: a stateful query (a map-only query's read tasks are few already, and a
+ * shuffle would cost it), with more shuffle partitions than task slots, and with a key column
+ * (rows without a key are spread by the producer, in no order to keep). {@code eos.writeTasks=N}
+ * asks for N tasks in any query with a key column; {@code auto}, the default, decides as above.
+ * The option is validated by the Python sink ({@code connectors/spark/options.py}); a value this
+ * class cannot read leaves the plan as it is, and the Python sink refuses it in one line.
+ */
+public final class WriteTasks {
+    static final String OPTION = "eos.writeTasks";
+    private static final String KEY = "key";
+    /** The logical operators that keep state across micro-batches (their class names, which
+     *  differ in package between Spark releases); a join keeps state when both sides stream. */
+    private static final Set<String> STATEFUL = Set.of(
+        "Aggregate", "Deduplicate", "DeduplicateWithinWatermark", "Distinct", "FlatMapGroupsWithState",
+        "FlatMapGroupsInPandasWithState", "TransformWithState", "TransformWithStateInPandas",
+        "TransformWithStateInPySpark");
+
+    private WriteTasks() {
+    }
+
+    /** {@code write}, asking for fewer write tasks where that pays (class doc). */
+    static Write planned(Write write, LogicalWriteInfo info) {
+        int tasks = tasks(info);
+        return tasks > 0 ? new ClusteredByKey(write, tasks) : write;
+    }
+
+    /** The number of write tasks to ask for; 0 to leave the plan's partitions as they are. */
+    static int tasks(LogicalWriteInfo info) {
+        boolean keyed = false;
+        for (StructField field : info.schema().fields()) {
+            keyed |= field.name().equalsIgnoreCase(KEY);
+        }
+        if (!keyed) {
+            return 0;
+        }
+        String raw = info.options().get(OPTION);
+        if (raw != null && !raw.trim().equalsIgnoreCase("auto")) {
+            try {
+                return Math.max(0, Integer.parseInt(raw.trim()));
+            } catch (NumberFormatException e) {
+                return 0;
+            }
+        }
+        SparkSession spark = SparkSession.active();
+        int slots = spark.sparkContext().defaultParallelism();
+        int shufflePartitions = Integer.parseInt(spark.conf().get("spark.sql.shuffle.partitions").trim());
+        return shufflePartitions > slots && isStateful(info.queryId()) ? slots : 0;
+    }
+
+    /** Whether the streaming query {@code queryId} keeps state; false where it cannot be told. */
+    static boolean isStateful(String queryId) {
+        try {
+            StreamingQuery query = null;
+            for (scala.Option<SparkSession> session : java.util.List.of(
+                    SparkSession.getActiveSession(), SparkSession.getDefaultSession())) {
+                if (query == null && session.isDefined()) {
+                    query = session.get().streams().get(queryId);
+                }
+            }
+            if (query == null) {
+                return false;
+            }
+            // The query's analysed plan. No public API names it; StreamingQueryWrapper.streamingQuery
+            // and StreamExecution.logicalPlan have been there since Spark 2, and a Spark without them
+            // only loses the fewer tasks.
+            Object execution = method(query, "streamingQuery").invoke(query);
+            return keepsState((LogicalPlan) method(execution, "logicalPlan").invoke(execution));
+        } catch (ReflectiveOperationException | RuntimeException | LinkageError e) {
+            return false;
+        }
+    }
+
+    private static Method method(Object target, String name) throws NoSuchMethodException {
+        Method method = target.getClass().getMethod(name);
+        method.setAccessible(true);
+        return method;
+    }
+
+    public static boolean keepsState(LogicalPlan plan) {
+        String name = plan.getClass().getSimpleName();
+        if (STATEFUL.contains(name)) {
+            return true;
+        }
+        scala.collection.Iterator<LogicalPlan> children = plan.children().iterator();
+        boolean streamingChildren = plan.children().size() == 2;
+        while (children.hasNext()) {
+            LogicalPlan child = children.next();
+            streamingChildren &= child.isStreaming();
+            if (keepsState(child)) {
+                return true;
+            }
+        }
+        return name.equals("Join") && streamingChildren;
+    }
+
+    /** Spark's write of the Python data source, asking for its rows clustered by key in
+     *  {@code tasks} partitions; everything else is delegated. */
+    static final class ClusteredByKey implements RequiresDistributionAndOrdering {
+        private final Write write;
+        private final int tasks;
+
+        ClusteredByKey(Write write, int tasks) {
+            this.write = write;
+            this.tasks = tasks;
+        }
+
+        @Override
+        public Distribution requiredDistribution() {
+            return Distributions.clustered(new Expression[] {Expressions.column(KEY)});
+        }
+
+        @Override
+        public int requiredNumPartitions() {
+            return tasks;
+        }
+
+        @Override
+        public SortOrder[] requiredOrdering() {
+            return new SortOrder[0];
+        }
+
+        @Override
+        public String description() {
+            return write.description();
+        }
+
+        @Override
+        public BatchWrite toBatch() {
+            return write.toBatch();
+        }
+
+        @Override
+        public StreamingWrite toStreaming() {
+            return write.toStreaming();
+        }
+
+        @Override
+        public CustomMetric[] supportedCustomMetrics() {
+            return write.supportedCustomMetrics();
+        }
+
+        @Override
+        public CustomTaskMetric[] reportDriverMetrics() {
+            return write.reportDriverMetrics();
+        }
+    }
+}
