@@ -34,6 +34,7 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from connectors.tools.tool_errors import UsageError
+from twophase.errors import InvalidValueError
 
 SHAPES = ("running-count", "complete-count", "windowed-count", "windowed-running-count", "dedup", "join")
 #: One line naming the valid values, for every place that takes a shape.
@@ -149,7 +150,7 @@ class _Found:
 
 def _number(value: Any, what: str) -> float:
     if isinstance(value, bool) or value is None:
-        raise ValueError(f"{what} is {value!r}, not a number")
+        raise InvalidValueError(f"{what} is {value!r}, not a number")
     if isinstance(value, (int, float)):
         return float(value)
     if isinstance(value, str):
@@ -157,25 +158,28 @@ def _number(value: Any, what: str) -> float:
             return datetime.fromisoformat(value).timestamp()
         except ValueError:
             pass
-        return float(value)
-    raise ValueError(f"{what} is {value!r}, not a number")
+        try:
+            return float(value)
+        except ValueError:
+            raise InvalidValueError(f"{what} is {value!r}, neither a number nor ISO-8601") from None
+    raise InvalidValueError(f"{what} is {value!r}, not a number")
 
 
 def count_of(record: OutputRecord) -> int:
-    """The ``count`` of an output value; ValueError when it has none."""
+    """The ``count`` of an output value; InvalidValueError when it has none."""
     if not isinstance(record.value, dict) or "count" not in record.value:
-        raise ValueError("the value has no count field")
+        raise InvalidValueError("the value has no count field")
     count = record.value["count"]
     if isinstance(count, bool) or not isinstance(count, int):
-        raise ValueError(f"count is {count!r}, not an integer")
+        raise InvalidValueError(f"count is {count!r}, not an integer")
     return count
 
 
 def window_of(record: OutputRecord) -> tuple[float, float]:
-    """(start, end) of an output value's ``window``, epoch seconds; ValueError when it has none."""
+    """(start, end) of an output value's ``window``, epoch seconds; InvalidValueError when it has none."""
     window = record.value.get("window") if isinstance(record.value, dict) else None
     if not isinstance(window, dict) or "start" not in window or "end" not in window:
-        raise ValueError("the value has no window.start and window.end")
+        raise InvalidValueError("the value has no window.start and window.end")
     return _number(window["start"], "window.start"), _number(window["end"], "window.end")
 
 
@@ -251,13 +255,13 @@ def _rising(expected: Counter, outputs: list[OutputRecord], key_of, strictly: bo
 def _window_length(outputs: list[OutputRecord]) -> float | None:
     lengths = {end - start for start, end in map(window_of, outputs)}
     if len(lengths) > 1:
-        raise ValueError(f"windows of several lengths {sorted(lengths)}: the windowed shapes take tumbling windows")
+        raise InvalidValueError(f"windows of several lengths {sorted(lengths)}: the windowed shapes take tumbling windows")
     return lengths.pop() if lengths else None
 
 
 def _window_key(record: InputRecord, length: float) -> tuple[str, float, float]:
     if record.time is None:
-        raise ValueError(f"input record of key {record.key!r} has no event time")
+        raise InvalidValueError(f"input record of key {record.key!r} has no event time")
     start = (record.time // length) * length
     return record.key, start, start + length
 

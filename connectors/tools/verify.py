@@ -31,6 +31,10 @@ What is reported, and how each anomaly is detected (Jepsen's Kafka checker names
   Only ids that occur once in the input and once in the output take part, so duplicates are not
   counted twice. A pipeline that writes in parallel (several writers per checkpoint) does not
   promise this order; check it only for pipelines that do.
+
+A stateful query's output (counts, windows, the first of each id, join pairs) is not a copy of
+its input: :func:`verify_shape` checks it by its shape's invariant instead
+(:mod:`connectors.tools.shape_checks`, ``kafka-eos verify --shape``).
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@ a job on Spark's own Kafka connector is the format name ``kafka-eos``; ``--sourc
 and ``--sink-format kafka`` (with ``--jars``) run the same job on Spark's own connector, for
 comparison (``bench/run_bench.py``).
 
+``--transform running-count|windowed-count|dedup|join|python-state`` runs a stateful query instead
+(``stateful_queries.py``), in ``--output-mode`` append, update or complete as the query allows, with
+``--shuffle-partitions`` write tasks; ``kafka-eos verify --shape`` checks its output.
+
 With ``--failpoint`` the whole job (driver JVM, Python workers) dies by SIGKILL at that point of
 the protocol, like a host losing power (with ``--failpoint-exit process`` only the Python process
 that reaches it dies, and Spark goes on); run it again with the same checkpoint directory and it

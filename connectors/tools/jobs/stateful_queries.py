@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from connectors.tools.tool_errors import UsageError
+from twophase.errors import InvalidValueError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -83,7 +84,10 @@ def _events(source: "DataFrame", watermark_s: int | None) -> "DataFrame":
     schema = StructType([StructField("id", StringType()), StructField("seq", LongType()),
                          StructField("group", StringType())])
     parsed = source.select(F.from_json(F.col("value").cast("string"), schema).alias("e")).select("e.*")
-    events = parsed.withColumn("event_time", F.timestamp_seconds("seq"))
+    # seq seconds, plus 1 ms: Spark's first watermark is 0 and deduplication drops a record whose
+    # event time is at or below the watermark, so record 0 at exactly 0 would be dropped as late.
+    # The millisecond moves no record to another window of whole seconds.
+    events = parsed.withColumn("event_time", F.timestamp_millis(F.col("seq") * 1000 + 1))
     return events if watermark_s is None else events.withWatermark("event_time", f"{watermark_s} seconds")
 
 
@@ -133,4 +137,4 @@ def stateful_output(source: "DataFrame", transform: str, *, window_s: int, water
         counts = _events(source, None).select("group").groupBy("group").applyInPandasWithState(
             _count_in_state, "group string, count long", "count long", "Update", GroupStateTimeout.NoTimeout)
         return counts.select(*_json("group", count=F.col("count")))
-    raise ValueError(f"not a stateful transform: {transform!r}")
+    raise InvalidValueError(f"not a stateful transform: {transform!r}; one of {', '.join(STATEFUL)}")
