@@ -184,7 +184,7 @@ CI_SET = (
     # kafka-eos status on a crashed, then finished query.
     "test_status_on_real_kafka.py::",
     # Stateful queries (issue 45), compact: a driver SIGKILL in the commit with the state store read
-    # back, executor task failures on Python state, a broker restart and a mid-commit kill through
+    # back, executor task failures on Python state, a broker restart through
     # `replay --shape`, the differential against Spark's own sink (update mode on format("kafka-eos")
     # and a windowed count on the foreachBatch sink), and the windowed-aggregation example (in the
     # quick-start file above).
