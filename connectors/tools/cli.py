@@ -80,7 +80,15 @@ from connectors.tools.report import COLUMNS, ReportFiles, overall, table_rows, t
 from connectors.monitoring.status import QueryStatus, attention_reasons, read_status
 from connectors.tools.transactions import sink_footprint
 from connectors.tools.shape_checks import SHAPE_HELP, ShapeReport, check_shape_name
-from connectors.tools.verify import EventTimeSpec, IdSpec, ProgressCallback, VerifyReport, verify, verify_shape
+from connectors.tools.verify import (
+    EventTimeSpec,
+    IdSpec,
+    ProgressCallback,
+    VerifyReport,
+    check_right_input,
+    verify,
+    verify_shape,
+)
 
 log = logging.getLogger("kafka-eos")
 
@@ -433,6 +441,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     check_reachable(args.bootstrap)
     clients = clients_for(args.bootstrap, _settings(args).values)
     report: VerifyReport | ShapeReport
+    check_right_input(args.shape, args.right_input)
+    if args.shape and args.check_order:
+        raise UsageError("--check-order is for copy jobs: with --shape the output is read per partition in offset "
+                         "order already, and its shape's invariant is what is checked")
     with _progress() as progress:
         if args.shape:
             report = verify_shape(clients, args.input, args.output, args.shape, id_spec=args.id_field,
@@ -440,8 +452,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
                                   right_input_topic=args.right_input, max_samples=args.max_samples,
                                   retry_timeout_s=args.retry_timeout)
         else:
-            if args.right_input:
-                raise UsageError("--right-input TOPIC goes with --shape join, and only with it")
             report = verify(clients, args.input, args.output, id_spec=args.id_field,
                             output_id_spec=args.output_id_field, check_order=args.check_order,
                             max_samples=args.max_samples, progress=_progress_callback(progress),

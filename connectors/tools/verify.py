@@ -657,6 +657,12 @@ def _shape_outputs(records: list[ConsumedRecord], spec: IdSpec, shape: str,
     return outputs, unidentified, first
 
 
+def check_right_input(shape: str | None, right_input_topic: str | None) -> None:
+    """A join's other input goes with ``--shape join``, and only with it."""
+    if (shape == "join") != (right_input_topic is not None):
+        raise UsageError("--right-input TOPIC goes with --shape join, and only with it (the join's other input)")
+
+
 def verify_shape(
     clients: KafkaClients,
     input_topic: str,
@@ -676,8 +682,7 @@ def verify_shape(
     topics are read with read_committed into memory: a key's records, not a batch of them, is
     what a shape is checked on."""
     shape_checks.check_shape_name(shape)
-    if (shape == "join") != (right_input_topic is not None):
-        raise UsageError("--right-input TOPIC goes with --shape join, and only with it (the join's other input)")
+    check_right_input(shape, right_input_topic)
     spec = id_spec if isinstance(id_spec, IdSpec) else IdSpec.parse(id_spec)
     out_spec = output_id_spec if isinstance(output_id_spec, IdSpec) else IdSpec.parse(output_id_spec)
     times = event_time if isinstance(event_time, EventTimeSpec) else EventTimeSpec.parse(event_time)

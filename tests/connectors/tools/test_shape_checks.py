@@ -196,3 +196,13 @@ def test_cli_verify_shape_exit_codes(fake, capsys):
     write_counts(fake, [("g2", 10)], "b1")
     assert main(["verify", "--bootstrap", address, "--input", "in", "--output", "out", "--shape", "running-count",
                  "--id-field", "json:group"]) == 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--shape", "join"], "--right-input TOPIC goes with --shape join, and only with it"),
+    (["--right-input", "pay"], "--right-input TOPIC goes with --shape join, and only with it"),
+    (["--shape", "dedup", "--check-order"], "--check-order is for copy jobs"),
+])
+def test_cli_verify_refuses_options_that_do_not_go_together_in_one_line(fake, capsys, argv, message):
+    code = main(["verify", "--bootstrap", fake.bootstrap_servers, "--input", "in", "--output", "out", *argv])
+    assert code == 2 and message in capsys.readouterr().err
