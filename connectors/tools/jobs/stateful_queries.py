@@ -3,7 +3,8 @@ which exactly-once matters most, as users write them.
 
 Input values are JSON records with ``id``, ``seq`` (a number) and ``group`` (what ``kafka-eos
 load`` writes, and the integration tests' orders); the event time is ``seq`` seconds after the
-epoch, so windows and watermarks are a function of the input, not of the clock. Each shape writes
+epoch (plus 1 ms, see ``_events``), so windows and watermarks are a function of the input, not of
+the clock. Each shape writes
 JSON values keyed by what ``kafka-eos verify --shape`` checks (docs/exactly-once.md):
 
 - ``running-count``: ``groupBy(group).count()``, ``{"key": group, "count": n}`` (update or complete);
