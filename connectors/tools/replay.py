@@ -253,6 +253,9 @@ class Replay:
         input (``kafka-eos load``'s) carries the key and event time at the job's fields, unless
         --id-field / --event-time-field say otherwise."""
         check_shape_name(options.shape or "")
+        if options.shape == "join" and options.template.engine != "spark":
+            raise UsageError("replay --shape join is not supported: replay feeds a job one input topic, and a join "
+                             "has two; check a join's output with kafka-eos verify --shape join --right-input TOPIC")
         if options.template.engine == "inprocess":
             raise UsageError("--shape needs --engine spark or --job-command: the in-process engine only copies")
         if options.template.engine == "spark":

@@ -70,10 +70,13 @@ def test_the_spark_engine_runs_the_shape_and_verifies_it_at_the_loaders_fields(t
 @pytest.mark.parametrize("shape, engine, message", [
     ("join", "spark", "--shape join is not one the kit's Spark job writes from one input topic"),
     ("running-count", "inprocess", "--shape needs --engine spark or --job-command"),
+    ("join", "custom", "replay --shape join is not supported: replay feeds a job one input topic"),
 ])
 def test_shapes_the_engine_cannot_run_are_refused_in_one_line(tmp_path, broker, shape, engine, message):
+    template = (JobTemplate.custom("job {bootstrap} {input} {output} {checkpoint_dir}") if engine == "custom"
+                else JobTemplate.for_engine(engine))
     with pytest.raises(UsageError, match=message):
-        Replay(options(tmp_path, broker, JobTemplate.for_engine(engine), shape=shape))
+        Replay(options(tmp_path, broker, template, shape=shape))
 
 
 @pytest.mark.parametrize("mode, status", [("once", PASSED), ("twice", FAILED)])
