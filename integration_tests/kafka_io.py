@@ -9,6 +9,7 @@ from typing import Callable
 
 from connectors.kafka.clients import KafkaClients, TopicPartition
 from connectors.kafka.clients.broker_retry import BrokerRetryPolicy, RetryingClusterAdmin
+from connectors.tools.loader import group_of
 
 
 def partitions_of(clients: KafkaClients, topic: str) -> list[TopicPartition]:
@@ -27,7 +28,8 @@ def load_orders(clients: KafkaClients, topic: str, count: int, txn_prefix: str) 
         identity = producer.init_transactions(30)
         producer.begin_transaction()
         for order_id in chunk:
-            value = json.dumps({"id": order_id, "seq": int(order_id[1:]) if order_id[1:].isdigit() else -1,
+            seq = int(order_id[1:]) if order_id[1:].isdigit() else -1
+            value = json.dumps({"id": order_id, "seq": seq, "group": group_of(seq) if seq >= 0 else "junk",
                                 "customer": "acme", "amount": 42.0}).encode()
             producer.produce(topic, value, key=order_id.encode())
         producer.flush(60)

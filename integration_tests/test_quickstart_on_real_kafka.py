@@ -24,3 +24,15 @@ def test_a_quickstart_script_is_exactly_once_on_real_kafka(variant: str, kafka_b
         env["SPARK_KAFKA_JARS"] = request.getfixturevalue("spark_kafka_jars")
     data = run_quickstart(variant, kafka_bootstrap, tmp_path, (unique_name("in"), unique_name("out")), env)
     assert data["exactly_once"] is True, data
+
+
+def test_the_windowed_aggregation_example_is_exactly_once_on_real_kafka(kafka_bootstrap: str, tmp_path: Path,
+                                                                       unique_name: Callable[[str], str]) -> None:
+    """examples/windowed_aggregation.py as a user runs it, then ``kafka-eos verify --shape windowed-count``:
+    each (group, window) once, with its count."""
+    data = run_quickstart("windowed-aggregation", kafka_bootstrap, tmp_path, (unique_name("in"), unique_name("out")),
+                          verify_args=("--shape", "windowed-count", "--id-field", "json:group",
+                                       "--event-time-field", "json:seq"))
+    assert data["exactly_once"] is True and data["shape"] == "windowed-count", data
+    # 2,000 records in 500-second windows, the last two still open under the 300-second watermark.
+    assert data["counts"]["output_records"] >= 200, data

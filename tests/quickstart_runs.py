@@ -17,6 +17,7 @@ SCRIPTS = {
     "kafka-eos": REPO / "examples" / "quickstart_kafka_eos.py",
     "spark-source": REPO / "examples" / "quickstart_spark_source.py",
     "foreach-batch": REPO / "examples" / "quickstart_foreach_batch.py",
+    "windowed-aggregation": REPO / "examples" / "windowed_aggregation.py",
 }
 RECORDS = 2000
 
@@ -27,10 +28,10 @@ def kafka_eos(*argv: str, env: Mapping[str, str] | None = None) -> subprocess.Co
 
 
 def run_quickstart(variant: str, bootstrap: str, work: Path, names: tuple[str, str],
-                   extra_env: Mapping[str, str] | None = None) -> dict[str, object]:
+                   extra_env: Mapping[str, str] | None = None, verify_args: tuple[str, ...] = ()) -> dict[str, object]:
     """Load the input, create the output, run the script bounded (``--available-now``) with the
     interpreter alone, not an activated venv (PATH and PYSPARK_PYTHON as a user's shell may have
-    them), and verify. Returns verify's JSON report."""
+    them), and verify (with ``verify_args``, e.g. a stateful script's --shape). Returns verify's JSON report."""
     source, sink = names
     loaded = kafka_eos("load", "--bootstrap", bootstrap, "--topic", source, "--records", str(RECORDS))
     assert loaded.returncode == 0, loaded.stderr
@@ -43,7 +44,7 @@ def run_quickstart(variant: str, bootstrap: str, work: Path, names: tuple[str, s
     assert job.returncode == 0, job.stderr[-6000:]
     report = work / "verify.json"
     verified = kafka_eos("verify", "--bootstrap", bootstrap, "--input", source, "--output", sink,
-                         "--json-report", str(report))
+                         "--json-report", str(report), *verify_args)
     data = json.loads(report.read_text())
     assert verified.returncode == 0, f"{verified.stdout}\n{verified.stderr}\n{data}"
     return data

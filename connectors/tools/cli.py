@@ -79,7 +79,16 @@ from connectors.tools.replay import (
 from connectors.tools.report import COLUMNS, ReportFiles, overall, table_rows, title, write_reports
 from connectors.monitoring.status import QueryStatus, attention_reasons, read_status
 from connectors.tools.transactions import sink_footprint
-from connectors.tools.verify import IdSpec, ProgressCallback, VerifyReport, verify
+from connectors.tools.shape_checks import SHAPE_HELP, ShapeReport, check_shape_name
+from connectors.tools.verify import (
+    EventTimeSpec,
+    IdSpec,
+    ProgressCallback,
+    VerifyReport,
+    check_right_input,
+    verify,
+    verify_shape,
+)
 
 log = logging.getLogger("kafka-eos")
 
@@ -160,6 +169,31 @@ def _add_id_options(parser: argparse.ArgumentParser) -> None:
                         help="also report per-partition order violations (for pipelines that keep order)")
 
 
+def _shape(text: str) -> str:
+    try:
+        return check_shape_name(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _event_time(text: str) -> str:
+    try:
+        EventTimeSpec.parse(text)
+    except IdSpecError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _add_shape_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shape", type=_shape, default=None,
+                        help=f"check the output of a stateful query by its shape's invariant instead of record by "
+                             f"record: {SHAPE_HELP} (docs/exactly-once.md); the input's key is at --id-field, the "
+                             "output's at --output-id-field (default: key)")
+    parser.add_argument("--event-time-field", type=_event_time, default="timestamp",
+                        help="with a windowed --shape: where an input record's event time is, timestamp (the record "
+                             "timestamp) or json:<field> (epoch seconds or ISO-8601); default: timestamp")
+
+
 def _add_kafka_version(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kafka-version", type=_kafka_version, default=None, metavar="VERSION",
                         help=f"the Kafka the kit starts from Maven Central when it finds no broker: 4 (the newest "
@@ -208,6 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--input", required=True, help="input topic")
     v.add_argument("--output", required=True, help="output topic")
     _add_id_options(v)
+    _add_shape_options(v)
+    v.add_argument("--right-input", default=None, metavar="TOPIC", help="with --shape join: the join's other input")
     v.add_argument("--json-report", type=Path, default=None, help="also write the JSON report here")
     v.add_argument("--json", action="store_true", help="print the JSON report instead of the summary")
     v.add_argument("--max-samples", type=_positive_int, default=10, help="example ids per anomaly")
@@ -243,6 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--partitions", type=_partitions, default=3, help="partitions of a topic --load creates")
     r.add_argument("--output-prefix", default=None, help="output topics are PREFIX-<scenario>")
     _add_id_options(r)
+    _add_shape_options(r)
     _add_job_options(r, kills=3)
     add_client_options(r)
 
@@ -336,7 +373,7 @@ def _event_callback(progress: Progress) -> Callable[[str], None]:
     return event
 
 
-def _print_verify(report: VerifyReport) -> None:
+def _print_verify(report: VerifyReport | ShapeReport) -> None:
     lines = report.summary_lines()
     out.print(lines[0], style="bold green" if report.exactly_once else "bold red", markup=False,
               highlight=False)
@@ -403,11 +440,22 @@ def _template(args: argparse.Namespace) -> JobTemplate:
 def cmd_verify(args: argparse.Namespace) -> int:
     check_reachable(args.bootstrap)
     clients = clients_for(args.bootstrap, _settings(args).values)
+    report: VerifyReport | ShapeReport
+    check_right_input(args.shape, args.right_input)
+    if args.shape and args.check_order:
+        raise UsageError("--check-order is for copy jobs: with --shape the output is read per partition in offset "
+                         "order already, and its shape's invariant is what is checked")
     with _progress() as progress:
-        report = verify(clients, args.input, args.output, id_spec=args.id_field,
-                        output_id_spec=args.output_id_field, check_order=args.check_order,
-                        max_samples=args.max_samples, progress=_progress_callback(progress),
-                        retry_timeout_s=args.retry_timeout)
+        if args.shape:
+            report = verify_shape(clients, args.input, args.output, args.shape, id_spec=args.id_field,
+                                  output_id_spec=args.output_id_field or "key", event_time=args.event_time_field,
+                                  right_input_topic=args.right_input, max_samples=args.max_samples,
+                                  retry_timeout_s=args.retry_timeout)
+        else:
+            report = verify(clients, args.input, args.output, id_spec=args.id_field,
+                            output_id_spec=args.output_id_field, check_order=args.check_order,
+                            max_samples=args.max_samples, progress=_progress_callback(progress),
+                            retry_timeout_s=args.retry_timeout)
     data = report.to_json()
     if args.json_report:
         args.json_report.parent.mkdir(parents=True, exist_ok=True)
@@ -476,6 +524,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 work_dir=work_dir,
                 scenarios=args.scenarios or parse_scenarios("all"), seed=args.seed,
                 id_field=args.id_field, output_id_field=args.output_id_field, check_order=args.check_order,
+                shape=args.shape, event_time_field=args.event_time_field,
                 output_prefix=args.output_prefix or f"{args.input}-eos-{run_id}",
                 checkpoint_interval=args.checkpoint_interval, batch_records=args.batch_records,
                 kills=args.kills, run_timeout_s=args.run_timeout,

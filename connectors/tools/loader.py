@@ -1,7 +1,8 @@
 """Loads an input topic whose every record has a unique id, so ``verify`` can match it.
 
-Record ``i`` has key ``str(i)`` and value ``{"id": i, "seq": i, "payload": ...}``: ``verify`` can
-match by ``key`` or ``json:id``. The records are written in committed transactions, and one
+Record ``i`` has key ``str(i)`` and value ``{"id": i, "seq": i, "group": "g<i % 100>", "payload": ...}``:
+``verify`` can match by ``key`` or ``json:id``; a stateful query can count by ``group`` (``verify
+--shape running-count --id-field json:group``) and take ``seq`` as its event time. The records are written in committed transactions, and one
 aborted transaction of ``aborted`` records (ids ``aborted-<n>``) is written half way through:
 a pipeline that reads its input with read_committed never passes those on, and ``verify`` reports
 any that reach the output as aborted reads.
@@ -83,9 +84,18 @@ def _write_transaction(clients: KafkaClients, topic: str, records: list[tuple[by
         control.close()
 
 
+#: Groups of the input's records, for the stateful queries' counts.
+GROUPS = 100
+
+
+def group_of(seq: int) -> str:
+    """The group of input record ``seq``: a running count has ``seq / GROUPS`` inputs per group."""
+    return f"g{seq % GROUPS}"
+
+
 def record(i: int, payload_bytes: int = 32) -> tuple[bytes, bytes]:
     """The key and value of input record ``i``."""
-    value = {"id": i, "seq": i, "payload": "x" * payload_bytes}
+    value = {"id": i, "seq": i, "group": group_of(i), "payload": "x" * payload_bytes}
     return str(i).encode(), json.dumps(value, separators=(",", ":")).encode()
 
 

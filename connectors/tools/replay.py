@@ -77,7 +77,9 @@ from connectors.tools.tool_errors import UsageError
 from connectors.tools.job_metrics import CheckpointEvent, JobMetrics, read_metrics
 from connectors.tools.replay_jobs import JobRun, JobTemplate, PrivateSettingsFile, RunResult
 from connectors.tools.loader import ensure_topic
-from connectors.tools.verify import ProgressCallback, VerifyReport, committed_record_count, verify
+from connectors.tools.jobs.stateful_queries import job_arguments
+from connectors.tools.shape_checks import ShapeReport, check_shape_name
+from connectors.tools.verify import ProgressCallback, VerifyReport, committed_record_count, verify, verify_shape
 from twophase import failpoints
 from twophase.checkpoint import wall_clock_ms
 from twophase.errors import InvalidValueError
@@ -128,6 +130,10 @@ class ReplayOptions:
     id_field: str = "key"
     output_id_field: str | None = None
     check_order: bool = False
+    #: A stateful query's shape (``shape_checks.SHAPES``): each scenario's output is checked by its
+    #: invariant instead of record by record; the kit's Spark job then runs that shape's query.
+    shape: str | None = None
+    event_time_field: str = "timestamp"
     #: Output topic names are ``{output_prefix}-{scenario}``.
     output_prefix: str = "eos-replay-out"
     #: Seconds between checkpoints and records per batch, for templates that use
@@ -151,7 +157,7 @@ class ScenarioResult:
     verdict: str
     output_topic: str | None = None
     runs: list[RunResult] = field(default_factory=list)
-    verify: VerifyReport | None = None
+    verify: VerifyReport | ShapeReport | None = None
     #: (fault start, fault end, first checkpoint committed after the end) in wall-clock ms, one
     #: per fault; for a crash start and end are the same moment.
     recoveries: list[tuple[int, int, int | None]] = field(default_factory=list)
@@ -237,6 +243,27 @@ class Replay:
         self._input_records: int | None = None
         #: The job's client settings while :meth:`run` runs (--kafka-options-file).
         self._settings_file: PrivateSettingsFile | None = None
+        #: The kit's Spark job's arguments for ``options.shape`` (its --transform and --output-mode).
+        self._shape_args: list[str] = []
+        if options.shape is not None:
+            self._plan_shape(options)
+
+    def _plan_shape(self, options: ReplayOptions) -> None:
+        """A stateful shape: a custom job writes it itself; the kit's Spark job is told to, and its
+        input (``kafka-eos load``'s) carries the key and event time at the job's fields, unless
+        --id-field / --event-time-field say otherwise."""
+        check_shape_name(options.shape or "")
+        if options.shape == "join" and options.template.engine != "spark":
+            raise UsageError("replay --shape join is not supported: replay feeds a job one input topic, and a join "
+                             "has two; check a join's output with kafka-eos verify --shape join --right-input TOPIC")
+        if options.template.engine == "inprocess":
+            raise UsageError("--shape needs --engine spark or --job-command: the in-process engine only copies")
+        if options.template.engine == "spark":
+            self._shape_args, key, event_time = job_arguments(options.shape or "")
+            if options.id_field == "key":
+                options.id_field = key
+            if options.event_time_field == "timestamp":
+                options.event_time_field = event_time
 
     def _event(self, message: str) -> None:
         log.info("%s", message)
@@ -438,7 +465,7 @@ class Replay:
         if not hold:
             hold_file.touch()
         values = {**values, "hold_file": str(hold_file)}
-        args = list(extra or [])
+        args = list(extra or []) + self._shape_args
         if self._settings_file is not None:
             # Each setting as the job's option kafka.KEY of its source and sink; in a private
             # file, not on the command line that every local user sees.
@@ -653,9 +680,15 @@ class Replay:
     def _verify(self, result: ScenarioResult) -> None:
         opts = self.options
         assert result.output_topic is not None
-        report = verify(self.clients, opts.input_topic, result.output_topic, id_spec=opts.id_field,
-                        output_id_spec=opts.output_id_field, check_order=opts.check_order,
-                        work_dir=opts.work_dir, progress=self.progress)
+        report: VerifyReport | ShapeReport
+        if opts.shape is not None:
+            report = verify_shape(self.clients, opts.input_topic, result.output_topic, opts.shape,
+                                  id_spec=opts.id_field, output_id_spec=opts.output_id_field or "key",
+                                  event_time=opts.event_time_field)
+        else:
+            report = verify(self.clients, opts.input_topic, result.output_topic, id_spec=opts.id_field,
+                            output_id_spec=opts.output_id_field, check_order=opts.check_order,
+                            work_dir=opts.work_dir, progress=self.progress)
         result.verify = report
         if result.name == "txn_timeout":
             self._txn_timeout_verdict(result, report)

@@ -31,6 +31,10 @@ What is reported, and how each anomaly is detected (Jepsen's Kafka checker names
   Only ids that occur once in the input and once in the output take part, so duplicates are not
   counted twice. A pipeline that writes in parallel (several writers per checkpoint) does not
   promise this order; check it only for pipelines that do.
+
+A stateful query's output (counts, windows, the first of each id, join pairs) is not a copy of
+its input: :func:`verify_shape` checks it by its shape's invariant instead
+(:mod:`connectors.tools.shape_checks`, ``kafka-eos verify --shape``).
 """
 
 from __future__ import annotations
@@ -47,8 +51,9 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 
 from connectors.kafka.clients import ConsumedRecord, KafkaClients, TopicPartition
 from connectors.kafka.kafka_errors import UnknownTopicError
+from connectors.tools import shape_checks
 from connectors.tools.broker import is_transient, retry_transient
-from connectors.tools.tool_errors import IdFieldError, IdSpecError, TopicNotFoundError
+from connectors.tools.tool_errors import IdFieldError, IdSpecError, TopicNotFoundError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -562,3 +567,162 @@ def _order_violations(s: _IdStore, check_order: bool, max_samples: int) -> Anoma
                    f"SELECT out_part, out_off, id, in_part, in_off, prev_in_off {inversions} "
                    "ORDER BY out_part, out_off", max_samples)]
     return Anomaly("order violations", "nonmonotonic", count, count, detection, samples)
+
+
+# -- stateful shapes (``--shape``) ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class EventTimeSpec:
+    """Where an input record's event time is: ``timestamp`` (the Kafka record timestamp) or
+    ``json:<field>`` (epoch seconds, or ISO-8601 text, in the JSON value)."""
+
+    field_spec: IdSpec | None = None
+
+    @classmethod
+    def parse(cls, spec: str) -> "EventTimeSpec":
+        text = (spec or "").strip()
+        if text == "timestamp":
+            return cls(None)
+        if text.startswith("json:"):
+            return cls(IdSpec.parse(text))
+        raise IdSpecError(f"event time field {spec!r} is not valid: use 'timestamp' (the record timestamp) or "
+                          "'json:<field>' (epoch seconds or ISO-8601 text in the JSON value, e.g. json:ts)")
+
+    def __str__(self) -> str:
+        return "timestamp" if self.field_spec is None else str(self.field_spec)
+
+    def extract(self, record: ConsumedRecord) -> float:
+        if self.field_spec is None:
+            return record.timestamp_ms / 1000
+        text = self.field_spec.extract(record).decode("utf-8")
+        try:
+            return float(text)
+        except ValueError:
+            from datetime import datetime
+
+            try:
+                return datetime.fromisoformat(text).timestamp()
+            except ValueError:
+                raise _MissingId(f"event time {text!r} is neither epoch seconds nor ISO-8601") from None
+
+
+def _read_committed(clients: KafkaClients, topic: str, retry_timeout_s: float) -> list[ConsumedRecord]:
+    snapshot = retry_transient(lambda: _snapshot(clients, topic), f"end offsets of {topic}",
+                               max_delay_s=retry_timeout_s)
+    ranges = snapshot.ranges(read_committed=True)
+    if not ranges:
+        return []
+
+    def read() -> list[ConsumedRecord]:
+        reader = clients.reader(read_committed=True)
+        try:
+            return list(reader.read(ranges))
+        finally:
+            reader.close()
+
+    return retry_transient(read, f"reading {topic}", max_delay_s=retry_timeout_s)
+
+
+def _shape_inputs(records: list[ConsumedRecord], spec: IdSpec, times: EventTimeSpec | None,
+                  ) -> tuple[list[shape_checks.InputRecord], int, str | None]:
+    inputs, unidentified, first = [], 0, None
+    for record in records:
+        try:
+            key = _show_id(spec.extract(record))
+            inputs.append(shape_checks.InputRecord(key, times.extract(record) if times else None))
+        except _MissingId as missing:
+            unidentified += 1
+            first = first or f"{record.topic}-{record.partition}@{record.offset}: {missing}"
+    return inputs, unidentified, first
+
+
+def _shape_outputs(records: list[ConsumedRecord], spec: IdSpec, shape: str,
+                   ) -> tuple[list[shape_checks.OutputRecord], int, str | None]:
+    outputs, unidentified, first = [], 0, None
+    counted = shape not in ("dedup", "join")
+    windowed = shape.startswith("windowed")
+    for record in records:
+        try:
+            key = _show_id(spec.extract(record))
+            value = json.loads(record.value) if counted or windowed else None
+            output = shape_checks.OutputRecord(record.partition, record.offset, key, value)
+            if counted:
+                shape_checks.count_of(output)
+            if windowed:
+                shape_checks.window_of(output)
+            outputs.append(output)
+        except (_MissingId, ValueError, TypeError) as exc:
+            unidentified += 1
+            first = first or f"{record.topic}-{record.partition}@{record.offset}: {exc}"
+    return outputs, unidentified, first
+
+
+def check_right_input(shape: str | None, right_input_topic: str | None) -> None:
+    """A join's other input goes with ``--shape join``, and only with it."""
+    if (shape == "join") != (right_input_topic is not None):
+        raise UsageError("--right-input TOPIC goes with --shape join, and only with it (the join's other input)")
+
+
+def verify_shape(
+    clients: KafkaClients,
+    input_topic: str,
+    output_topic: str,
+    shape: str,
+    *,
+    id_spec: IdSpec | str = "key",
+    output_id_spec: IdSpec | str = "key",
+    event_time: EventTimeSpec | str = "timestamp",
+    right_input_topic: str | None = None,
+    max_samples: int = 10,
+    retry_timeout_s: float = 30.0,
+) -> shape_checks.ShapeReport:
+    """Check ``output_topic`` by the invariant of a stateful query's ``shape``
+    (:mod:`connectors.tools.shape_checks`): input keys at ``id_spec`` (both inputs of a join),
+    output keys at ``output_id_spec``, event times (windowed shapes) at ``event_time``. Both
+    topics are read with read_committed into memory: a key's records, not a batch of them, is
+    what a shape is checked on."""
+    shape_checks.check_shape_name(shape)
+    check_right_input(shape, right_input_topic)
+    spec = id_spec if isinstance(id_spec, IdSpec) else IdSpec.parse(id_spec)
+    out_spec = output_id_spec if isinstance(output_id_spec, IdSpec) else IdSpec.parse(output_id_spec)
+    times = event_time if isinstance(event_time, EventTimeSpec) else EventTimeSpec.parse(event_time)
+    inputs, in_unidentified, in_first = _shape_inputs(
+        _read_committed(clients, input_topic, retry_timeout_s), spec, times if shape.startswith("windowed") else None)
+    right: list[shape_checks.InputRecord] = []
+    right_unidentified = 0
+    if right_input_topic is not None:
+        right, right_unidentified, _ = _shape_inputs(_read_committed(clients, right_input_topic, retry_timeout_s),
+                                                     spec, None)
+    outputs, out_unidentified, out_first = _shape_outputs(
+        _read_committed(clients, output_topic, retry_timeout_s), out_spec, shape)
+    if inputs == [] and in_unidentified:
+        raise IdFieldError(f"no record of {input_topic!r} has a key at {spec} (first: {in_first}); choose "
+                           "--id-field key, json:<field> or header:<name> to match how your records carry it")
+    if shape in ("running-count", "complete-count"):
+        result = shape_checks.running_counts(inputs, outputs, strictly=shape == "running-count",
+                                             max_samples=max_samples)
+    elif shape == "windowed-count":
+        result = shape_checks.windowed_counts(inputs, outputs, max_samples=max_samples)
+    elif shape == "windowed-running-count":
+        result = shape_checks.windowed_running_counts(inputs, outputs, max_samples=max_samples)
+    elif shape == "dedup":
+        result = shape_checks.deduplicated(inputs, outputs, max_samples=max_samples)
+    else:
+        result = shape_checks.joined(inputs, right, outputs, max_samples=max_samples)
+    counts = {
+        "input_records": len(inputs) + len(right),
+        "input_keys": len({r.key for r in inputs} | {r.key for r in right}),
+        "input_unidentified": in_unidentified + right_unidentified,
+        "output_records": len(outputs) + out_unidentified,
+        "output_keys": len({r.key for r in outputs}),
+        "output_unidentified": out_unidentified,
+    }
+    warnings = list(result.warnings)
+    if in_unidentified:
+        warnings.append(f"{in_unidentified} input records have no key or event time where the options say "
+                        f"(first: {in_first}); they are not counted")
+    if out_unidentified:
+        warnings.append(f"{out_unidentified} output records cannot be read as the shape {shape} "
+                        f"(first: {out_first})")
+    return shape_checks.ShapeReport(clients.bootstrap_servers, input_topic, output_topic, shape, str(spec),
+                                    str(out_spec), counts, result.anomalies, warnings)

@@ -12,6 +12,10 @@ a job on Spark's own Kafka connector is the format name ``kafka-eos``; ``--sourc
 and ``--sink-format kafka`` (with ``--jars``) run the same job on Spark's own connector, for
 comparison (``bench/run_bench.py``).
 
+``--transform running-count|windowed-count|dedup|join|python-state`` runs a stateful query instead
+(``stateful_queries.py``), in ``--output-mode`` append, update or complete as the query allows, with
+``--shuffle-partitions`` write tasks; ``kafka-eos verify --shape`` checks its output.
+
 With ``--failpoint`` the whole job (driver JVM, Python workers) dies by SIGKILL at that point of
 the protocol, like a host losing power (with ``--failpoint-exit process`` only the Python process
 that reaches it dies, and Spark goes on); run it again with the same checkpoint directory and it
@@ -35,6 +39,7 @@ import sys
 from typing import Mapping
 
 from connectors import worker_python
+from connectors.tools.jobs.stateful_queries import OUTPUT_MODES, STATEFUL, output_mode_error, stateful_output
 from twophase import failpoints
 from twophase.errors import InvalidValueError
 
@@ -111,8 +116,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="eos.retainedCheckpoints: checkpoints (and their statistics) kept in the state")
     parser.add_argument("--transactional-id-prefix", default=None,
                         help="eos.transactionalIdPrefix (default: derived from the checkpoint location and sink)")
-    parser.add_argument("--transform", choices=["enrich", "copy"], default="enrich",
-                        help="copy: value + '|copied' (what the in-process copy_pipeline does)")
+    parser.add_argument("--transform", choices=list(OUTPUT_MODES), default="enrich",
+                        help="copy: value + '|copied' (what the in-process copy_pipeline does); running-count, "
+                             "windowed-count, dedup, join, python-state: a stateful query "
+                             "(connectors/tools/jobs/stateful_queries.py), whose output `kafka-eos verify --shape` "
+                             "checks")
+    parser.add_argument("--output-mode", choices=["append", "update", "complete"], default=None,
+                        help="the query's output mode (default: the transform's first: update for running-count "
+                             "and python-state, append for the others)")
+    parser.add_argument("--join-input", default=None, metavar="TOPIC",
+                        help="with --transform join: the right-hand input topic, joined with --input on id")
+    parser.add_argument("--window-seconds", type=int, default=500,
+                        help="windowed-count: the tumbling window's length in event-time seconds (event time: "
+                             "the input's seq field, in seconds)")
+    parser.add_argument("--watermark-seconds", type=int, default=300,
+                        help="windowed-count and dedup: the watermark's delay in event-time seconds")
+    parser.add_argument("--shuffle-partitions", type=int, default=4,
+                        help="spark.sql.shuffle.partitions: the write tasks of a stateful query (Spark's default: 200)")
+    parser.add_argument("--state-file", default=None, metavar="FILE",
+                        help="once the query ends, write the rows of its state store (Spark's statestore data "
+                             "source at the last batch) to FILE as JSON lines, to compare with the input")
     parser.add_argument("--failpoint", action="append", default=[],
                         help=f"NAME:ACTION[@HIT], NAME in {', '.join(failpoints.ALL)}; may repeat")
     parser.add_argument("--failpoint-exit", choices=["job", "process"], default="job",
@@ -127,7 +150,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--metrics-file", default=None,
                         help="append one JSON line per micro-batch (batchId, numInputRows, durationMs, "
                              "timestamp) from the query's progress")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    # One place for the options that depend on each other.
+    error = output_mode_error(args.transform, args.output_mode, args.join_input)
+    if error:
+        parser.error(error)
+    if args.output_mode is None:
+        args.output_mode = OUTPUT_MODES[args.transform][0]
+    return args
 
 
 def options_file(path: str) -> dict[str, str]:
@@ -197,8 +227,14 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
         source = source.option("eos.minRecordsPerTask", str(args.min_records_per_task))
     if args.commit_offsets_to_group and args.source_format == "kafka-eos":
         source = source.option("eos.commitOffsetsToGroup", args.commit_offsets_to_group)
-    source = source.load()
-    if args.transform == "copy":
+    loaded = source.load()
+    # The reader is a builder that .option() changes in place: the left side is loaded first.
+    right = source.option("subscribe", args.join_input).load() if args.join_input else None
+    source = loaded
+    if args.transform in STATEFUL:
+        output = stateful_output(source, args.transform, window_s=args.window_seconds,
+                                 watermark_s=args.watermark_seconds, right=right)
+    elif args.transform == "copy":
         output = source.select("key", F.concat("value", F.lit(b"|copied")).alias("value"))
     else:
         order = StructType([
@@ -246,12 +282,20 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
                   .option("checkpointLocation", args.checkpoint_dir))
     else:
         writer = output.writeStream.format(args.sink_format).options(**sink_options)
-    writer = writer.queryName("kafka-eos-example")
+    writer = writer.queryName("kafka-eos-example").outputMode(args.output_mode)
     if args.bounded:
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=args.trigger_interval)
     return writer.start()
+
+
+def write_state(spark, checkpoint_dir: str, path: str) -> None:  # type: ignore[no-untyped-def]
+    """The query's state (Spark's statestore data source, at its last committed batch) as JSON
+    lines: what a restart restores, to compare with the input."""
+    rows = spark.read.format("statestore").load(checkpoint_dir).toJSON().collect()
+    with open(path, "w", encoding="utf-8") as out:
+        out.writelines(f"{row}\n" for row in rows)
 
 
 def append_progress(query, path: str, written: set) -> None:  # type: ignore[no-untyped-def]
@@ -317,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     builder = (
         SparkSession.builder.master(args.master).appName("kafka-eos-example")
         .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
         .config("spark.speculation", "false")
         # Failpoint hit counts live in Python processes: write tasks count in the reused Python
         # workers, the driver-side commit in its reused runner. kafka-eos replay picks hits 1 and
@@ -361,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
             append_progress(query, args.metrics_file, written)
         else:
             query.awaitTermination()
+        if args.state_file:
+            write_state(spark, args.checkpoint_dir, args.state_file)
         hold_until(args.hold_until, args.metrics_file)
     except KeyboardInterrupt:
         query.stop()
