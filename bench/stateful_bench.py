@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -40,6 +41,12 @@ from typing import Any, Iterable, Sequence
 
 REPO = Path(__file__).resolve().parent.parent
 JOB = REPO / "bench" / "stateful_job.py"
+#: Its sitecustomize prints the sink's "batch N committed" lines from every Python process of a run.
+PROCESS_HOOKS = REPO / "bench" / "process_hooks"
+COMMIT_LINE = re.compile(r"batch \d+ committed: (\d+) transactions, \d+ records, (\d+) ms \(.*EndTxn (\d+)")
+#: The warning of the one retry layer of EndTxn (twophase/transaction_endings.py), one per
+#: transaction and attempt.
+RETRY_LINE = re.compile(r"of transaction \S+ \(checkpoint \d+\) failed \(attempt \d+\)")
 BUILTIN = "kafka"
 #: The output mode of each shape (stateful_job.OUTPUT_MODES, without importing pyspark here).
 OUTPUT_MODES = {"running_count": "update", "dedup": "append", "window_count": "append"}
@@ -63,6 +70,12 @@ class Run:
     other_load_cores: float = 0.0
     #: CPU seconds of the run's own processes (the job, its JVM, its Python workers).
     own_cpu_s: float = 0.0
+    #: The kit's commits: transactions a batch, and the commit's and its EndTxn round's ms a batch.
+    transactions: list[int] = field(default_factory=list)
+    commit_ms: list[int] = field(default_factory=list)
+    endtxn_ms: list[int] = field(default_factory=list)
+    #: Warning lines of EndTxn retries (twophase/transaction_endings.py).
+    retry_warnings: int = 0
     error: str | None = None
 
 
@@ -106,6 +119,23 @@ def markdown(rows: Iterable[dict[str, Any]], sinks: Sequence[str]) -> str:
             else:
                 cells.append("failed: " + row["errors"][sink][:60] if sink in row["errors"] else "-")
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def commit_table(runs: Iterable[Run]) -> str:
+    """The kit's runs' commits as a markdown table: transactions a batch, the commit's and its
+    EndTxn round's median ms a batch, EndTxn retry warnings, the run's CPU and the machine's other
+    load."""
+    lines = ["| shuffle partitions | query | sink | transactions a batch | commit ms a batch (EndTxn) "
+             "| EndTxn retry warnings | CPU s | other load (cores) |", "|" + "---|" * 8]
+    for run in runs:
+        if run.query_s is None:
+            continue
+        txns = f"{min(run.transactions)}-{max(run.transactions)}" if run.transactions else "-"
+        commit = (f"{statistics.median(run.commit_ms):.0f} ({statistics.median(run.endtxn_ms):.0f})"
+                  if run.commit_ms else "-")
+        lines.append(f"| {run.shuffle_partitions} | {run.shape} | {run.sink} | {txns} | {commit} | "
+                     f"{run.retry_warnings} | {run.own_cpu_s} | {run.other_load_cores} |")
     return "\n".join(lines)
 
 
@@ -227,20 +257,25 @@ def run_one(args: argparse.Namespace, work: Path, shape: str, sink: str, partiti
                str(args.max_offsets_per_trigger)]
     if sink == BUILTIN and jars:
         command += ["--jars", jars]
-    env = dict(os.environ)
-    if kit_src:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(kit_src), env.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, KAFKA_EOS_BENCH_COMMIT_LOG="1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(kit_src or ""), str(PROCESS_HOOKS), env.get("PYTHONPATH", ""))
+                                        if p)
     busy = _busy_cpu_s()
     code, stdout, stderr, elapsed, own_cpu = _run_sampled(command, env, args.run_timeout_s)
     other = max(0.0, (_busy_cpu_s() - busy) - own_cpu) / max(elapsed, 1e-9)
     run = Run(shape, label, partitions, other_load_cores=round(other, 2), own_cpu_s=round(own_cpu, 1))
     lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    if args.keep_logs:
+        Path(args.keep_logs, f"{shape}-{label}-{partitions}-{uuid.uuid4().hex[:4]}.log").write_text(stderr)
     if code != 0 or not lines:
         errors = [line for line in stderr.splitlines() if "Error" in line or "error" in line]
         run.error = (errors[-1] if errors else f"exit {code}").strip()[:300]
-        if args.keep_logs:
-            Path(args.keep_logs, f"failed-{shape}-{label}-{partitions}.log").write_text(stderr)
         return run
+    for match in COMMIT_LINE.finditer(stderr):
+        run.transactions.append(int(match.group(1)))
+        run.commit_ms.append(int(match.group(2)))
+        run.endtxn_ms.append(int(match.group(3)))
+    run.retry_warnings = len(RETRY_LINE.findall(stderr))
     result = json.loads(lines[-1])
     run.query_s, run.session_s = result["query_s"], result["session_s"]
     run.batches, run.batch_ms = result["batches"], result["batch_ms"]
@@ -266,7 +301,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--run-timeout-s", type=float, default=1800)
     parser.add_argument("--spark-kafka-jars", default=None)
-    parser.add_argument("--keep-logs", default=None, help="a folder for the stderr of the runs that failed")
+    parser.add_argument("--keep-logs", default=None, help="a folder for the stderr of every run")
     parser.add_argument("--out", default=None, help="write the runs and the table here as JSON")
     return parser.parse_args(argv)
 
@@ -305,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         broker.stop()
     rows = ratio_rows(runs, sinks)
-    table = markdown(rows, sinks)
+    table = markdown(rows, sinks) + "\n\n" + commit_table(runs)
     print(table)
     if args.out:
         Path(args.out).write_text(json.dumps({"runs": [asdict(r) for r in runs], "rows": rows,

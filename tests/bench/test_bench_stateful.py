@@ -9,7 +9,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
-from stateful_bench import Run, markdown, ratio_rows, rotated  # noqa: E402
+from stateful_bench import Run, commit_table, markdown, ratio_rows, rotated  # noqa: E402
 
 SINKS = ["kafka", "kafka-eos", "foreach-batch"]
 
@@ -45,3 +45,13 @@ def test_each_repetition_starts_with_the_next_sink():
     assert [rotated(SINKS, n) for n in range(4)] == [
         SINKS, ["kafka-eos", "foreach-batch", "kafka"], ["foreach-batch", "kafka", "kafka-eos"], SINKS]
     assert rotated([], 3) == []
+
+
+def test_the_commit_table_has_a_line_per_kit_run_that_committed():
+    runs = [Run("dedup", "kafka-eos", 200, query_s=60.0, transactions=[200, 0, 3], commit_ms=[900, 40, 50],
+                endtxn_ms=[700, 0, 20], retry_warnings=0, own_cpu_s=80.5, other_load_cores=1.2),
+            Run("dedup", "kafka", 200, query_s=50.0), Run("dedup", "foreach-batch", 200, error="boom")]
+    lines = commit_table(runs).splitlines()
+    assert lines[2] == "| 200 | dedup | kafka-eos | 0-200 | 50 (20) | 0 | 80.5 | 1.2 |"
+    assert lines[3] == "| 200 | dedup | kafka | - | - | 0 | 0.0 | 0.0 |"
+    assert len(lines) == 4
