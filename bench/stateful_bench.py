@@ -295,7 +295,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--shuffle-partitions", default="200,8")
     parser.add_argument("--shapes", default="running_count,dedup,window_count")
     parser.add_argument("--sinks", default="kafka,kafka-eos,foreach-batch",
-                        help="kafka (Spark's own), kafka-eos, foreach-batch; with --kit-src also "
+                        help="kafka (Spark's own), kafka-eos, foreach-batch, kafka-eos-by-key; with --kit-src also "
                              "kafka-eos@before, foreach-batch@before")
     parser.add_argument("--kit-src", default=None, help="a checkout of the kit to run the @before sinks from")
     parser.add_argument("--repeat", type=int, default=1)

@@ -6,7 +6,10 @@ Shapes (the issue 45 user's queries): ``running_count`` (``groupBy("key").count(
 ``dedup`` (``dropDuplicates(["key"])``, append mode), ``window_count`` (a count per 10 s event-time
 window of the record timestamp, 5 s watermark, append mode). Sinks: ``kafka`` (Spark's own
 connector at both ends: its jars in ``--jars``), ``kafka-eos`` (the kit's source and sink formats),
-``foreach-batch`` (the kit's source, and its foreachBatch helper). Spark's defaults otherwise
+``foreach-batch`` (the kit's source, and its foreachBatch helper), ``kafka-eos-by-key``
+(``kafka-eos`` after ``repartition(defaultParallelism, "key")``: what a write-side distribution
+clustered by key into as many partitions as Spark runs at once would plan, measured before it is
+built). Spark's defaults otherwise
 (``spark.sql.shuffle.partitions`` from ``--shuffle-partitions``, default 200).
 """
 
@@ -19,7 +22,7 @@ import sys
 import time
 
 SHAPES = ("running_count", "dedup", "window_count")
-SINKS = ("kafka", "kafka-eos", "foreach-batch")
+SINKS = ("kafka", "kafka-eos", "foreach-batch", "kafka-eos-by-key")
 #: The output mode of each shape, as a user of Spark's Kafka sink writes it.
 OUTPUT_MODES = {"running_count": "update", "dedup": "append", "window_count": "append"}
 
@@ -70,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("WARN")
     session_ready = time.monotonic()
     source_format = "kafka" if args.sink == "kafka" else "kafka-eos"
+    sink_format = "kafka-eos" if args.sink == "kafka-eos-by-key" else args.sink
     if source_format == "kafka-eos":
         from connectors.spark import register
 
@@ -80,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     if source_format == "kafka":
         reader = reader.option("kafka.isolation.level", "read_committed")
     output = stateful(reader.load(), args.shape)
+    if args.sink == "kafka-eos-by-key":
+        output = output.repartition(spark.sparkContext.defaultParallelism, "key")
     options = {"kafka.bootstrap.servers": args.bootstrap, "topic": args.output,
                "checkpointLocation": args.checkpoint_dir}
     if args.sink == "foreach-batch":
@@ -87,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
         writer = output.writeStream.foreachBatch(exactly_once_foreach_batch(**options))
     else:
-        writer = output.writeStream.format(args.sink).options(**{k: v for k, v in options.items()
+        writer = output.writeStream.format(sink_format).options(**{k: v for k, v in options.items()
                                                                  if k != "checkpointLocation"})
     query = (writer.option("checkpointLocation", args.checkpoint_dir).outputMode(OUTPUT_MODES[args.shape])
              .trigger(availableNow=True).start())
