@@ -117,7 +117,7 @@ def markdown(rows: Iterable[dict[str, Any]], sinks: Sequence[str]) -> str:
                 cells.append(f"{row['seconds'][sink]} ({'?' if ratio is None else f'{ratio}x'}, "
                              f"{row['ids'].get(sink, 0)})")
             else:
-                cells.append("failed: " + row["errors"][sink][:60] if sink in row["errors"] else "-")
+                cells.append("failed: " + short_error(row["errors"][sink]) if sink in row["errors"] else "-")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -142,7 +142,13 @@ def commit_table(runs: Iterable[Run]) -> str:
 def _seconds(row: dict[str, Any], sink: str) -> str:
     if sink in row["seconds"]:
         return str(row["seconds"][sink])
-    return "failed: " + row["errors"][sink][:60] if sink in row["errors"] else "-"
+    return "failed: " + short_error(row["errors"][sink]) if sink in row["errors"] else "-"
+
+
+def short_error(error: str) -> str:
+    """What a failed run's error says, without Spark's wrapping of it."""
+    cause = error.split("terminated with exception: ", 1)[-1]
+    return cause.removeprefix("requirement failed: ").split(" SQLSTATE")[0][:80]
 
 
 def rotated(items: Sequence[str], by: int) -> list[str]:
@@ -302,12 +308,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--run-timeout-s", type=float, default=1800)
     parser.add_argument("--spark-kafka-jars", default=None)
     parser.add_argument("--keep-logs", default=None, help="a folder for the stderr of every run")
+    parser.add_argument("--tables-of", default=None, metavar="JSON",
+                        help="print the tables of an earlier run's --out file, and run nothing")
     parser.add_argument("--out", default=None, help="write the runs and the table here as JSON")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.tables_of:
+        saved = json.loads(Path(args.tables_of).read_text())
+        runs = [Run(**run) for run in saved["runs"]]
+        sinks = list(dict.fromkeys(run.sink for run in runs))
+        print(markdown(ratio_rows(runs, sinks), sinks) + "\n\n" + commit_table(runs))
+        return 0
     sys.path.insert(0, str(REPO / "bench"))
     from spark_kafka_jars import resolve
 

@@ -9,7 +9,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
-from stateful_bench import Run, commit_table, markdown, ratio_rows, rotated  # noqa: E402
+from stateful_bench import Run, commit_table, markdown, ratio_rows, rotated, short_error  # noqa: E402
 
 SINKS = ["kafka", "kafka-eos", "foreach-batch"]
 
@@ -55,3 +55,10 @@ def test_the_commit_table_has_a_line_per_kit_run_that_committed():
     assert lines[2] == "| 200 | dedup | kafka-eos | 0-200 | 50 (20) | 0 | 80.5 | 1.2 |"
     assert lines[3] == "| 200 | dedup | kafka | - | - | 0 | 0.0 | 0.0 |"
     assert len(lines) == 4
+
+
+def test_a_failed_run_is_named_by_its_cause_without_sparks_wrapping():
+    error = ("pyspark.errors.exceptions.captured.StreamingQueryException: [STREAM_FAILED] Query [id = 1, runId = 2] "
+             "terminated with exception: requirement failed: kafka-eos does not support Update mode. SQLSTATE: XXKST")
+    assert short_error(error) == "kafka-eos does not support Update mode."
+    assert short_error("exit 1") == "exit 1"
