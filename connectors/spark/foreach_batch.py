@@ -103,17 +103,20 @@ def exactly_once_foreach_batch(transform: BatchTransform | None = None, *, warm_
 
     # Until a write of this run succeeded, the next one sweeps what a crashed run left open.
     first_write = True
-    # The most write tasks a batch gets (write_tasks.py), found at the first batch.
+    # The most write tasks a batch gets (write_tasks.py), found at the first batch; None: one per
+    # partition of the batch.
     write_tasks: int | None = None
+    write_tasks_found = False
 
     def write_batch(batch_df: DataFrame, batch_id: int) -> None:
-        nonlocal first_write, write_tasks
+        nonlocal first_write, write_tasks, write_tasks_found
         query_id = bound_query_id(batch_df, checkpoint_location)
         output = batch_df if transform is None else transform(batch_df, batch_id)
-        if write_tasks is None:
+        if not write_tasks_found:
             write_tasks = sink.write_tasks or spark_parallelism(batch_df.sparkSession)
-            log.info("batch %d: at most %d write task(s) a batch (eos.writeTasks=%s)", batch_id, write_tasks,
-                     sink.write_tasks or "auto")
+            write_tasks_found = True
+            log.info("batch %d: at most %s write task(s) a batch (eos.writeTasks=%s)", batch_id,
+                     write_tasks or "one per partition", sink.write_tasks or "auto")
         # A replay of a stored batch writes nothing; the commit recognises and logs it.
         write_dataframe(output, sink, BatchContext(batch_id, query_id, replayable=True), first_write=first_write,
                         write_tasks=write_tasks)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 log = logging.getLogger(__name__)
 
@@ -24,18 +23,28 @@ log = logging.getLogger(__name__)
 _PROBE_ROWS = 1 << 16
 
 
-def spark_parallelism(spark: SparkSession) -> int:
+def spark_parallelism(spark: SparkSession) -> int | None:
     """How many tasks Spark runs at once: the SparkContext's ``defaultParallelism`` on a classic
     session. A Spark Connect session (the server's Python process that runs a foreachBatch
     function has one) has no SparkContext: there, ``spark.default.parallelism`` if set, else the
     partitions Spark gives a ``range`` without a count, which is that same default parallelism
-    (one small job, once per helper)."""
+    (one small job, once per helper). None when it cannot be found: each batch is then written
+    with one task per partition, as without the helper's coalescing.
+
+    Only SQL strings here, no ``pyspark.sql.functions``: the server's foreachBatch process has a
+    Connect session without Spark Connect's mode switched on in its environment, where those
+    functions would build classic columns."""
     try:
         return max(1, int(spark.sparkContext.defaultParallelism))
     except Exception as exc:  # Spark Connect: no SparkContext
         log.debug("no SparkContext here (%r): the default parallelism is asked of the server", exc)
-    configured = spark.conf.get("spark.default.parallelism", None)
-    if configured:
-        return max(1, int(configured))
-    row = spark.range(0, _PROBE_ROWS).select(F.max(F.spark_partition_id()).alias("last")).first()
-    return int(row["last"]) + 1 if row is not None and row["last"] is not None else 1
+    try:
+        configured = spark.conf.get("spark.default.parallelism", None)
+        if configured:
+            return max(1, int(configured))
+        row = spark.range(0, _PROBE_ROWS).selectExpr("max(spark_partition_id()) AS last").first()
+        return int(row["last"]) + 1 if row is not None and row["last"] is not None else 1
+    except Exception as exc:  # only a speed-up: never a reason to fail the batch
+        log.info("Spark's default parallelism could not be found (%r): each batch is written with one task "
+                 "per partition", exc)
+        return None
