@@ -42,9 +42,18 @@ def spark_parallelism(spark: SparkSession) -> int | None:
         configured = spark.conf.get("spark.default.parallelism", None)
         if configured:
             return max(1, int(configured))
-        row = spark.range(0, _PROBE_ROWS).selectExpr("max(spark_partition_id()) AS last").first()
-        return int(row["last"]) + 1 if row is not None and row["last"] is not None else 1
+        return range_partitions(spark)
     except Exception as exc:  # only a speed-up: never a reason to fail the batch
         log.info("Spark's default parallelism could not be found (%r): each batch is written with one task "
                  "per partition", exc)
         return None
+
+
+def range_partitions(spark: SparkSession) -> int:
+    """The partitions Spark gives ``range`` without a count (its default parallelism), counted by
+    a job of SQL strings, which classic and Connect sessions alike run."""
+    # Spark refuses a non-deterministic expression inside an aggregate: the partition id is a
+    # column first.
+    row = (spark.range(0, _PROBE_ROWS).selectExpr("spark_partition_id() AS p")
+           .selectExpr("max(p) AS last").first())
+    return int(row["last"]) + 1 if row is not None and row["last"] is not None else 1
