@@ -5,7 +5,11 @@ this test, not a query's commit."""
 
 from __future__ import annotations
 
+import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
+
+import pytest
 
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.producer.transaction import EndTxnRequest
@@ -50,3 +54,27 @@ def test_find_send_and_forget_commit_a_transaction_another_producer_left_open(
             admin.close()
         wait_for_end_offset(kafka_clients, tp, 3)
         assert [r.value for r in read_visible(kafka_clients, tp)] == [b"a", b"b"]
+
+
+def test_two_hundred_transactions_commit_in_one_round_within_the_in_flight_limit(
+        kafka_clients: KafkaClients, unique_name: Callable[[str], str], caplog: pytest.LogCaptureFixture) -> None:
+    """A stateful query's batch at Spark's 200 shuffle partitions: 200 transactions ended by one
+    ``end_transactions`` call. kafka-python lets 5 requests be in flight per connection and
+    refuses the rest as a paused node; the round queues them instead, so every one commits at its
+    first attempt and nothing is logged at warning level."""
+    count = 200
+    tp = create_topic(kafka_clients, unique_name("topic"))
+    with transactional_ids(kafka_clients, unique_name) as prefix:
+        tids = [f"{prefix}{i}-0" for i in range(count)]
+        with ThreadPoolExecutor(8) as pool:  # opening them is the slow part, not what is tested
+            identities = list(pool.map(lambda tid: leave_open(kafka_clients, tid, tp.topic, [tid.encode()]), tids))
+        control = kafka_clients.txn_control()
+        try:
+            with caplog.at_level(logging.INFO):
+                results = control.end_transactions(list(zip(tids, identities)), commit=True)
+        finally:
+            control.close()
+        assert results == {tid: None for tid in tids}
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+        wait_for_end_offset(kafka_clients, tp, 2 * count)  # a record and a commit marker each
+        assert sorted(r.value for r in read_visible(kafka_clients, tp)) == sorted(tid.encode() for tid in tids)

@@ -52,6 +52,7 @@ from connectors.spark.options import SinkOptions, parse_sink_options, state_dir_
 from connectors.spark.query_checkpoint import read_query_checkpoint
 from connectors.spark.sink_driver import BatchContext, check_guardrails
 from connectors.spark.worker_warmup import start_task_workers
+from connectors.spark.write_tasks import spark_parallelism
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ def exactly_once_foreach_batch(transform: BatchTransform | None = None, *, warm_
             "exactly_once_foreach_batch needs checkpointLocation (the query's, as on writeStream; the "
             "state then lives in <checkpointLocation>/kafka-eos) or eos.stateDir: the folder where the "
             "completed checkpoints of this output live (e.g. <checkpointLocation>/kafka-eos)")
-    sink = parse_sink_options({k: str(v) for k, v in write_options.items()}, streaming=False)
+    sink = parse_sink_options({k: str(v) for k, v in write_options.items()}, streaming=False, foreach_batch=True)
     active = SparkSession.getActiveSession()
     if active is not None:
         # Before the warm-up's mapInArrow: the Python of Spark's workers (connectors.spark.use_session_python).
@@ -102,13 +103,23 @@ def exactly_once_foreach_batch(transform: BatchTransform | None = None, *, warm_
 
     # Until a write of this run succeeded, the next one sweeps what a crashed run left open.
     first_write = True
+    # The most write tasks a batch gets (write_tasks.py), found at the first batch; None: one per
+    # partition of the batch.
+    write_tasks: int | None = None
+    write_tasks_found = False
 
     def write_batch(batch_df: DataFrame, batch_id: int) -> None:
-        nonlocal first_write
+        nonlocal first_write, write_tasks, write_tasks_found
         query_id = bound_query_id(batch_df, checkpoint_location)
         output = batch_df if transform is None else transform(batch_df, batch_id)
+        if not write_tasks_found:
+            write_tasks = sink.write_tasks or spark_parallelism(batch_df.sparkSession)
+            write_tasks_found = True
+            log.info("batch %d: at most %s write task(s) a batch (eos.writeTasks=%s)", batch_id,
+                     write_tasks or "one per partition", sink.write_tasks or "auto")
         # A replay of a stored batch writes nothing; the commit recognises and logs it.
-        write_dataframe(output, sink, BatchContext(batch_id, query_id, replayable=True), first_write=first_write)
+        write_dataframe(output, sink, BatchContext(batch_id, query_id, replayable=True), first_write=first_write,
+                        write_tasks=write_tasks)
         first_write = False
 
     return write_batch

@@ -57,20 +57,23 @@ def commit_message_of(raw: str) -> KafkaCommitMessage:
 
 
 def write_dataframe(df: DataFrame, options: SinkOptions, context: BatchContext, *,
-                    first_write: bool = False) -> CommitTimings | None:
+                    first_write: bool = False, write_tasks: int | None = None) -> CommitTimings | None:
     """Write ``df`` as batch ``context`` of the sink and commit it here. Returns the commit's
     timings (None for a replay of a stored batch, which writes nothing, or when the sink is not
     exactly-once).
 
     ``first_write``: the first write of this process's query run, before which the driver runs
-    the recovery (no task of the run has written yet)."""
+    the recovery (no task of the run has written yet). ``write_tasks``: at most this many write
+    tasks (``df`` is coalesced to them; ``write_tasks.py``); None: one per partition of ``df``."""
     # Before mapInArrow makes the task function, which takes the Python its workers run from it.
     use_session_python(df.sparkSession)
     with SparkSinkDriver(options) as driver:
         committed_through = driver.prepare(df.schema, context, first_of_run=first_write)
         task = _WriteTask(options, context.checkpoint_id, committed_through)
+        # coalesce concatenates whole partitions in order: per key, the records keep their order.
+        to_write = df if write_tasks is None else df.coalesce(write_tasks)
         try:
-            rows = df.mapInArrow(task, _COMMIT_MESSAGE_SCHEMA).collect()
+            rows = to_write.mapInArrow(task, _COMMIT_MESSAGE_SCHEMA).collect()
         except BaseException as exc:
             if options.config.exactly_once:
                 # Spark gives this process no message of the tasks that did pre-commit.

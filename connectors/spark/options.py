@@ -62,7 +62,7 @@ SINK_OPTIONS = (
     "kafka.bootstrap.servers", "kafka.*", "topic", "includeHeaders",
     "eos.deliveryGuarantee", "eos.transactionalIdPrefix", "eos.transactionTimeoutMs", "eos.commitParallelism",
     "eos.checkpointTimeoutMs", "eos.restartBudgetMs", "eos.stateDir", "eos.retainedCheckpoints",
-    "eos.adoptExistingQuery", "eos.brokerRetryTimeoutMs",
+    "eos.adoptExistingQuery", "eos.brokerRetryTimeoutMs", "eos.writeTasks",
 )
 STATE_DIR_NAME = "kafka-eos"
 
@@ -401,6 +401,9 @@ class SinkOptions:
     adopt_existing_query: bool = False
     #: A streaming query's sink (writeStream), not a batch write.
     streaming: bool = False
+    #: eos.writeTasks, the foreachBatch helper's: at most this many write tasks (so transactions)
+    #: a batch; None ("auto"): as many as Spark runs at once (connectors/spark/write_tasks.py).
+    write_tasks: int | None = None
 
 
 def _state_location(value: str, option: str) -> str:
@@ -418,7 +421,31 @@ def state_dir_under(location: str) -> str:
     return posixpath.join(location, STATE_DIR_NAME) if is_uri else os.path.join(location, STATE_DIR_NAME)
 
 
-def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOptions:
+WRITE_TASKS_OPTION = "eos.writeTasks"
+
+
+def _write_tasks(options: Mapping[str, str], foreach_batch: bool) -> int | None:
+    """eos.writeTasks: "auto" (None) or an integer >= 1; the foreachBatch helper's alone, since
+    format("kafka-eos") writes one task per partition of the plan Spark hands it."""
+    raw = _get(options, WRITE_TASKS_OPTION)
+    if raw is None or raw.strip().lower() == "auto":
+        return None
+    if not foreach_batch:
+        raise KafkaEosOptionError(
+            f"option {WRITE_TASKS_OPTION} is the foreachBatch helper's (exactly_once_foreach_batch); "
+            "format('kafka-eos') writes one task per partition of its input (coalesce the DataFrame instead)")
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise KafkaEosOptionError(f"option {WRITE_TASKS_OPTION} must be auto (as many as Spark runs at once) "
+                                  f"or an integer >= 1, got {raw!r}")
+    return value
+
+
+def parse_sink_options(options: Mapping[str, str], *, streaming: bool, foreach_batch: bool = False) -> SinkOptions:
+    """``foreach_batch``: the options of the foreachBatch helper, which alone takes eos.writeTasks."""
     _check_known(options, SINK_OPTIONS, "sink")
     options = _by_lower_case_name(options)
     servers = _bootstrap(options)
@@ -484,4 +511,5 @@ def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOp
         checkpoint_location=location,
         adopt_existing_query=_bool(options, "eos.adoptExistingQuery", False),
         streaming=streaming,
+        write_tasks=_write_tasks(options, foreach_batch),
     )

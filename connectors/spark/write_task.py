@@ -6,6 +6,11 @@ Each task writes its rows in one transaction, whose id comes from the sink's poo
 under an id of its own: the attempt it replaces may still be running, and must not be able to
 fence it; whatever that attempt left open, the commit's sweep aborts. A task of a replayed batch
 that is already committed writes nothing.
+
+A task with no row opens no transaction: no producer, no InitProducerId, so its transactional id
+never reaches the broker. At Spark's 200 shuffle partitions a stateful query's batch has many such
+tasks (a key's partition holds no changed row), and each id the broker saw is its state for
+``transactional.id.expiration.ms`` (docs/exactly-once.md, "How many transactional ids").
 """
 
 from __future__ import annotations
@@ -70,14 +75,13 @@ def produce_batch_of(batch: pa.RecordBatch, topic_option: str | None, include_he
                         partitions=partitions, headers=headers)
 
 
-def _first_topic(batches: Iterator[pa.RecordBatch]) -> tuple[Iterator[pa.RecordBatch], str | None]:
-    """The topic column's first value (None without rows), and the batches, none lost."""
+def first_rows(batches: Iterator[pa.RecordBatch]) -> tuple[Iterator[pa.RecordBatch], pa.RecordBatch | None]:
+    """The first Arrow batch with a row (None: the task has no row), and the batches, none lost."""
     seen: list[pa.RecordBatch] = []
     for batch in batches:
         seen.append(batch)
         if batch.num_rows:
-            topic = batch.column("topic")[0].as_py() if "topic" in batch.schema.names else None
-            return itertools.chain(seen, batches), topic
+            return itertools.chain(seen, batches), batch
     return iter(seen), None
 
 
@@ -94,19 +98,27 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], checkpoi
         for _ in batches:  # Spark expects the input consumed
             pass
         return KafkaCommitMessage(checkpoint_id, partition_id, attempt, None, 0, skipped=True)
+    # Whether the task has a row is known at its first non-empty Arrow batch, and only then is a
+    # producer made: a task with none ends here, having registered nothing on the broker.
+    batches, first = first_rows(batches)
+    if first is None:
+        for _ in batches:
+            pass
+        return KafkaCommitMessage(checkpoint_id, partition_id, attempt, None, 0)
     config = options.config
     clients = clients_for(config.bootstrap_servers, config.client_config)
     transactional_id = None
     if config.exactly_once and config.transactional_id_prefix is not None:
         transactional_id = TransactionalIdPool(config.transactional_id_prefix).transactional_id(
             partition_id, checkpoint_id, task_attempt=task_attempt)
+    # The producer's set-up looks a topic up before InitProducerId, or librdkafka may wait 500 ms
+    # to find the transaction coordinator (ConfluentProducer.start_transaction). Without the topic
+    # option, the topic is the first row's.
     topic = config.topic
-    if transactional_id is not None and topic is None:
-        # The producer's set-up looks a topic up before InitProducerId, or librdkafka may wait
-        # 500 ms to find the transaction coordinator (ConfluentProducer.start_transaction).
-        # Without the topic option, the topic is the first row's.
-        batches, topic = _first_topic(batches)
-    # The producer is made ready (InitProducerId) while Spark computes the task's first rows.
+    if topic is None and "topic" in first.schema.names:
+        topic = first.column("topic")[0].as_py()
+    # The producer is made ready (InitProducerId) while the task converts its first rows and
+    # Spark computes the rest.
     prepared = None if transactional_id is None else PRODUCERS.prepare(
         clients, transactional_id, KafkaTransactionWriter.producer_config(config), config.flush_timeout_s,
         topic)

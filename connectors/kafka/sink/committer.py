@@ -72,7 +72,7 @@ class KafkaTransactionCommitter:
             control.close()
 
     def end_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]], commit: bool) -> list[Ending]:
-        """One attempt at committing (or aborting) each, every EndTxn request in flight at once;
+        """One attempt at committing (or aborting) each, the EndTxn requests pipelined in one round;
         one :class:`Ending` each, in order. A committable with nothing written has nothing to end.
         A transactional id named twice (two checkpoints' transactions) is ended in checkpoint order,
         one request after the other."""

@@ -26,7 +26,13 @@ class _Session:
     def sparkContext(self) -> Any:  # noqa: N802 (Spark's name)
         if self._connect:
             raise RuntimeError("[NOT_IMPLEMENTED] sparkContext() is not implemented.")  # as Spark Connect does
-        return type("SC", (), {"getLocalProperty": lambda _self, key: self._local})()
+        return type("SC", (), {"getLocalProperty": lambda _self, key: self._local, "defaultParallelism": 2})()
+
+    @property
+    def conf(self) -> Any:
+        # A Connect server whose spark.default.parallelism is set (write_tasks.spark_parallelism).
+        return type("Conf", (), {"get": lambda _self, key, default=None: "3" if key == "spark.default.parallelism"
+                                 else default})()
 
 
 class _BatchDF:
@@ -35,14 +41,17 @@ class _BatchDF:
         #: The writes the helper made of this batch: (sink options, checkpoint id).
         self.saved: list[tuple[SinkOptions, BatchContext]] = []
         self.first_writes: list[bool] = []
+        self.write_tasks: list[int | None] = []
 
 
 @pytest.fixture(autouse=True)
 def recorded_writes(monkeypatch):
     """Records the write the helper makes instead of running it (no Spark session here)."""
-    def record(df: _BatchDF, options: SinkOptions, context: BatchContext, *, first_write: bool) -> None:
+    def record(df: _BatchDF, options: SinkOptions, context: BatchContext, *, first_write: bool,
+               write_tasks: int | None) -> None:
         df.saved.append((options, context))
         df.first_writes.append(first_write)
+        df.write_tasks.append(write_tasks)
 
     monkeypatch.setattr(foreach_batch, "write_dataframe", record)
 
@@ -140,3 +149,24 @@ def test_the_batch_context_is_no_option(tmp_path, internal):
     with pytest.raises(KafkaEosOptionError, match=f"(?i)unknown kafka-eos sink option '{internal}'"):
         exactly_once_foreach_batch(lambda df, batch_id: df, **SINK, checkpointLocation=str(tmp_path),
                                    **{internal: "1"})
+
+
+@pytest.mark.parametrize("connect, options, expected", [
+    (False, {}, 2),  # the SparkContext's defaultParallelism
+    (True, {}, 3),  # no SparkContext: spark.default.parallelism of the server
+    (False, {"eos.writeTasks": "auto"}, 2),
+    (False, {"eos.writeTasks": "5"}, 5),
+])
+def test_each_batch_is_written_by_at_most_as_many_tasks_as_spark_runs_at_once(tmp_path, connect, options, expected):
+    checkpoint = started_query(tmp_path / "chk", "q-1")
+    handler = exactly_once_foreach_batch(**SINK, checkpointLocation=checkpoint, **options)
+    batch = _BatchDF(local_query_id=None if connect else "q-1", connect=connect)
+    handler(batch, 0)
+    handler(batch, 1)
+    assert batch.write_tasks == [expected, expected]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two", ""])
+def test_a_write_task_count_below_one_or_not_a_number_is_refused_naming_the_option(tmp_path, value):
+    with pytest.raises(KafkaEosOptionError, match=r"option eos\.writeTasks must be auto .* or an integer >= 1"):
+        exactly_once_foreach_batch(**SINK, **{"eos.stateDir": str(tmp_path / "s"), "eos.writeTasks": value})

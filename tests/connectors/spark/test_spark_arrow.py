@@ -94,16 +94,3 @@ def test_headers_column_becomes_pairs_and_can_be_left_out():
     batch = sink_batch(value=pa.array([b"a", b"b"]), headers=headers)
     assert produce_batch_of(batch, "out", include_headers=True).headers == [[("h", b"1")], None]
     assert produce_batch_of(batch, "out", include_headers=False).headers is None
-
-
-def test_the_first_rows_topic_is_found_without_losing_a_batch():
-    from connectors.spark.write_task import _first_topic
-
-    empty = pa.RecordBatch.from_pydict({"topic": pa.array([], pa.string()), "value": pa.array([], pa.binary())})
-    first = pa.RecordBatch.from_pydict({"topic": ["a", "b"], "value": [b"1", b"2"]})
-    second = pa.RecordBatch.from_pydict({"topic": ["c"], "value": [b"3"]})
-    batches, topic = _first_topic(iter([empty, first, second]))
-    assert topic == "a"
-    assert list(batches) == [empty, first, second]
-    none, topic = _first_topic(iter([empty]))
-    assert topic is None and list(none) == [empty]

@@ -435,3 +435,13 @@ def test_every_spark_option_in_the_docs_is_accepted_and_proven_by_a_test_that_ex
         "startingOffsetsByTimestampStrategy", "topic", "kafka.*",
     }
     assert spark_options <= listed, sorted(spark_options - listed)
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+def test_write_tasks_is_the_foreach_batch_helpers_and_format_kafka_eos_refuses_it_in_one_line(tmp_path, streaming):
+    options = {"kafka.bootstrap.servers": "b:9092", "topic": "t", "checkpointLocation": str(tmp_path / "chk"),
+               "eos.writeTasks": "4"}
+    with pytest.raises(KafkaEosOptionError, match=r"^option eos\.writeTasks is the foreachBatch helper's"):
+        parse_sink_options(options, streaming=streaming)
+    assert parse_sink_options({**options, "eos.writeTasks": "auto"}, streaming=streaming).write_tasks is None
+    assert parse_sink_options(options, streaming=False, foreach_batch=True).write_tasks == 4

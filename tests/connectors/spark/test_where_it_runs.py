@@ -254,3 +254,11 @@ def test_foreach_batch_writes_from_workers_without_the_kit_fail_with_the_one_lin
         context.pythonExec = kept
     assert str(failed.value) == worker_python_message("connectors", python)
     assert kit_error_lines(failed.value) == [str(failed.value)]
+
+
+@pytest.mark.spark
+def test_the_range_probe_of_spark_connect_counts_the_default_parallelism_on_a_real_session(spark):
+    # What the foreachBatch helper asks where there is no SparkContext (write_tasks.spark_parallelism).
+    from connectors.spark.write_tasks import range_partitions
+
+    assert range_partitions(spark) == spark.sparkContext.defaultParallelism == 2

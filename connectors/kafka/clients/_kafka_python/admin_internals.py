@@ -2,8 +2,9 @@
 
 kafka-python has no public call for what the transaction control plane needs: sending EndTxn (and
 InitProducerId, for the tests) to a transaction coordinator, finding the coordinators of many
-transactional ids in one batched FindCoordinator, and dropping a coordinator it cached after the
-broker said NOT_COORDINATOR. Its ``KafkaAdminClient`` does all of them internally; this module
+transactional ids in one batched FindCoordinator, dropping a coordinator it cached after the
+broker said NOT_COORDINATOR, and counting the requests in flight to a broker (kafka-python refuses
+a request past ``max_in_flight_requests_per_connection`` instead of queueing it). Its ``KafkaAdminClient`` does all of them internally; this module
 reaches them, and nothing else does (``transaction_control.py`` and the integration tests go
 through it).
 
@@ -28,7 +29,7 @@ T = TypeVar("T")
 CHECKED_VERSIONS = ("3.0.12",)
 
 #: What this module reaches, for :func:`missing_internals`.
-_ADMIN_ATTRIBUTES = ("_manager", "_find_coordinator_ids")
+_ADMIN_ATTRIBUTES = ("_manager", "_find_coordinator_ids", "_client")
 _MANAGER_ATTRIBUTES = ("run", "send", "cluster")
 _CLUSTER_ATTRIBUTES = ("_coordinators",)
 
@@ -49,6 +50,19 @@ async def transaction_coordinators(admin: KafkaAdminClient, transactional_ids: S
     return await admin._find_coordinator_ids(list(transactional_ids), key_type=CoordinatorType.TRANSACTION)
 
 
+def in_flight_limit(admin: KafkaAdminClient) -> int:
+    """How many requests the client lets be in flight on one connection
+    (``max_in_flight_requests_per_connection``, a public setting): one more is refused at once
+    with ``NodeNotReadyError('Node paused: {'max_in_flight'}')``, not queued."""
+    return int(admin.config["max_in_flight_requests_per_connection"])
+
+
+def in_flight_count(admin: KafkaAdminClient, node_id: int) -> int:
+    """How many requests the client has in flight to broker ``node_id`` now (its own accounting,
+    which its other requests, such as a metadata refresh, count in too); 0 with no connection."""
+    return int(admin._client.in_flight_request_count(node_id))
+
+
 def forget_transaction_coordinator(admin: KafkaAdminClient, transactional_id: str) -> None:
     """Drop the cached coordinator of ``transactional_id``, so the next call looks it up again.
     dict.pop is atomic under the GIL, so the network thread never sees a half-updated map."""
@@ -58,6 +72,8 @@ def forget_transaction_coordinator(admin: KafkaAdminClient, transactional_id: st
 def missing_internals(admin: KafkaAdminClient) -> list[str]:
     """What of kafka-python's internals that this module uses ``admin`` lacks (empty: all there)."""
     missing = [f"KafkaAdminClient.{name}" for name in _ADMIN_ATTRIBUTES if not hasattr(admin, name)]
+    if not hasattr(getattr(admin, "_client", None), "in_flight_request_count"):
+        missing.append("KafkaAdminClient._client.in_flight_request_count")
     manager = getattr(admin, "_manager", None)
     if manager is not None:
         missing += [f"KafkaAdminClient._manager.{name}" for name in _MANAGER_ATTRIBUTES if not hasattr(manager, name)]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import defaultdict, deque
 from typing import Any, Mapping, Sequence
 
 import kafka.errors as kafka_errors
@@ -158,8 +159,9 @@ class KafkaPythonTransactionControl:
     def end_transactions(
         self, transactions: Sequence[tuple[str, ProducerIdentity]], commit: bool
     ) -> dict[str, KafkaConnectorError | None]:
-        """EndTxn for every transaction, sent together: one batched FindCoordinator, then all
-        EndTxn requests in flight at once, so a checkpoint's commit costs one round trip."""
+        """EndTxn for every transaction, sent together: one batched FindCoordinator, then the
+        EndTxn requests pipelined on each coordinator's connection, as many in flight as the client
+        allows (``_send_end_txns``), so a checkpoint's commit costs a round trip per that many."""
         if not transactions:
             return {}
         action = "commit" if commit else "abort"
@@ -218,10 +220,34 @@ class KafkaPythonTransactionControl:
         transactions: list[tuple[str, ProducerIdentity]],
         commit: bool,
     ) -> list[tuple[int | None, Any]]:
+        """Every EndTxn, pipelined within the client's in-flight limit per coordinator.
+
+        kafka-python refuses a request past ``max_in_flight_requests_per_connection`` at once
+        (``NodeNotReadyError``, the error of an unreachable broker) instead of queueing it, so a
+        batch of 200 transactions sent at once had most refused and retried as broker failures.
+        Here each coordinator has a queue: a request is sent while the connection has room by the
+        client's own count (which the client's other requests, a metadata refresh, count in too),
+        else it waits for the oldest of this round's requests to that coordinator to be answered
+        (a connection answers in order). Nothing waits in a queue longer than the requests ahead
+        of it take, and a full queue is no failure."""
         coordinators = await admin_internals.transaction_coordinators(
             admin, [transactional_id for transactional_id, _ in transactions])
-        in_flight = []
-        for transactional_id, identity in transactions:
+        limit = max(1, admin_internals.in_flight_limit(admin))
+        outcomes: list[tuple[int | None, Any] | None] = [None] * len(transactions)
+        in_flight: dict[int, deque[tuple[int, EndTxnRequest, Any]]] = defaultdict(deque)
+
+        async def answered(node: int) -> None:
+            index, request, future = in_flight[node].popleft()
+            try:
+                outcomes[index] = (request.API_VERSION, await future)
+            except Exception as exc:
+                outcomes[index] = (None, exc)
+
+        for index, (transactional_id, identity) in enumerate(transactions):
+            node = coordinators[transactional_id]
+            window = in_flight[node]
+            while window and (len(window) >= limit or admin_internals.in_flight_count(admin, node) >= limit):
+                await answered(node)
             request = EndTxnRequest(
                 transactional_id=transactional_id,
                 producer_id=identity.producer_id,
@@ -229,14 +255,11 @@ class KafkaPythonTransactionControl:
                 committed=commit,
                 version=_END_TXN_VERSION,
             )
-            in_flight.append((request, admin_internals.send(admin, request, coordinators[transactional_id])))
-        outcomes: list[tuple[int | None, Any]] = []
-        for request, future in in_flight:
-            try:
-                outcomes.append((request.API_VERSION, await future))
-            except Exception as exc:
-                outcomes.append((None, exc))
-        return outcomes
+            window.append((index, request, admin_internals.send(admin, request, node)))
+        for node, window in in_flight.items():
+            while window:
+                await answered(node)
+        return [outcome for outcome in outcomes if outcome is not None]
 
     # -- ListTransactions + DescribeTransactions -----------------------------------------------
 
