@@ -23,6 +23,10 @@ PYTHON_SOURCE = "kafka-eos-python"
 # The imports are therefore made where a step needs them: a process that only asks for the schema
 # does not load the reader, the sink, Kafka clients or pyarrow (tests/test_import_footprint.py).
 class KafkaEosDataSource(DataSource):
+    #: Whether Spark plans this sink's write tasks through the kit's JVM provider, which reads
+    #: eos.writeTasks (KafkaEosPythonSource, behind it); registered as FORMAT itself, it does not.
+    plans_write_tasks = False
+
     @classmethod
     def name(cls) -> str:
         return FORMAT
@@ -51,7 +55,7 @@ class KafkaEosDataSource(DataSource):
         from connectors.spark.sink_driver import prepare_before_tasks
 
         # Spark calls this once per write, before its tasks; the commit uses the writer made here.
-        options = parse_sink_options(self.options, streaming=False)
+        options = parse_sink_options(self.options, streaming=False, plans_write_tasks=self.plans_write_tasks)
         return KafkaEosBatchWriter(options, schema, prepare_before_tasks(options, schema, first_of_run=True))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
@@ -59,7 +63,7 @@ class KafkaEosDataSource(DataSource):
         from connectors.spark.options import parse_sink_options
         from connectors.spark.sink_driver import prepare_before_tasks
 
-        options = parse_sink_options(self.options, streaming=True)
+        options = parse_sink_options(self.options, streaming=True, plans_write_tasks=self.plans_write_tasks)
         if _called_to_commit():
             # The commit or abort of one batch, after its tasks wrote: nothing to prepare, and no
             # recovery (its sweep would abort the batch's own transactions).
@@ -88,7 +92,9 @@ def _called_to_commit() -> bool:
 
 class KafkaEosPythonSource(KafkaEosDataSource):
     """The same data source, registered as ``PYTHON_SOURCE`` behind the JVM provider (Spark refuses
-    a Python data source under a name a JVM class holds)."""
+    a Python data source under a name a JVM class holds), which plans its write tasks."""
+
+    plans_write_tasks = True
 
     @classmethod
     def name(cls) -> str:

@@ -90,7 +90,7 @@ def exactly_once_foreach_batch(transform: BatchTransform | None = None, *, warm_
             "exactly_once_foreach_batch needs checkpointLocation (the query's, as on writeStream; the "
             "state then lives in <checkpointLocation>/kafka-eos) or eos.stateDir: the folder where the "
             "completed checkpoints of this output live (e.g. <checkpointLocation>/kafka-eos)")
-    sink = parse_sink_options({k: str(v) for k, v in write_options.items()}, streaming=False, foreach_batch=True)
+    sink = parse_sink_options({k: str(v) for k, v in write_options.items()}, streaming=False, plans_write_tasks=True)
     active = SparkSession.getActiveSession()
     if active is not None:
         # Before the warm-up's mapInArrow: the Python of Spark's workers (connectors.spark.use_session_python).

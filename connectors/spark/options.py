@@ -424,16 +424,20 @@ def state_dir_under(location: str) -> str:
 WRITE_TASKS_OPTION = "eos.writeTasks"
 
 
-def _write_tasks(options: Mapping[str, str], foreach_batch: bool) -> int | None:
-    """eos.writeTasks: "auto" (None) or an integer >= 1; the foreachBatch helper's alone, since
-    format("kafka-eos") writes one task per partition of the plan Spark hands it."""
+def _write_tasks(options: Mapping[str, str], plans_write_tasks: bool) -> int | None:
+    """eos.writeTasks: "auto" (None) or an integer >= 1. It takes effect where the write's task
+    count is planned: the foreachBatch helper coalesces its batch, and format("kafka-eos") through
+    the kit's JVM provider asks Spark for its rows clustered by key (jvm/src/kafkaeos/spark/
+    WriteTasks.java reads the same option); without the provider, Spark writes one task per
+    partition of the plan it hands the sink, and the option is refused rather than ignored."""
     raw = _get(options, WRITE_TASKS_OPTION)
     if raw is None or raw.strip().lower() == "auto":
         return None
-    if not foreach_batch:
+    if not plans_write_tasks:
         raise KafkaEosOptionError(
-            f"option {WRITE_TASKS_OPTION} is the foreachBatch helper's (exactly_once_foreach_batch); "
-            "format('kafka-eos') writes one task per partition of its input (coalesce the DataFrame instead)")
+            f"option {WRITE_TASKS_OPTION} needs the kit's JVM provider on format('kafka-eos'), which register() "
+            "could not put into this session (its warning says why); use the foreachBatch sink "
+            "(exactly_once_foreach_batch), or coalesce the DataFrame")
     try:
         value = int(raw)
     except ValueError:
@@ -444,8 +448,9 @@ def _write_tasks(options: Mapping[str, str], foreach_batch: bool) -> int | None:
     return value
 
 
-def parse_sink_options(options: Mapping[str, str], *, streaming: bool, foreach_batch: bool = False) -> SinkOptions:
-    """``foreach_batch``: the options of the foreachBatch helper, which alone takes eos.writeTasks."""
+def parse_sink_options(options: Mapping[str, str], *, streaming: bool, plans_write_tasks: bool = False) -> SinkOptions:
+    """``plans_write_tasks``: the entry plans its write tasks, so takes eos.writeTasks (the
+    foreachBatch helper; format("kafka-eos") through the kit's JVM provider)."""
     _check_known(options, SINK_OPTIONS, "sink")
     options = _by_lower_case_name(options)
     servers = _bootstrap(options)
@@ -511,5 +516,5 @@ def parse_sink_options(options: Mapping[str, str], *, streaming: bool, foreach_b
         checkpoint_location=location,
         adopt_existing_query=_bool(options, "eos.adoptExistingQuery", False),
         streaming=streaming,
-        write_tasks=_write_tasks(options, foreach_batch),
+        write_tasks=_write_tasks(options, plans_write_tasks),
     )

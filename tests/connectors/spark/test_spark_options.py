@@ -438,10 +438,16 @@ def test_every_spark_option_in_the_docs_is_accepted_and_proven_by_a_test_that_ex
 
 
 @pytest.mark.parametrize("streaming", [True, False])
-def test_write_tasks_is_the_foreach_batch_helpers_and_format_kafka_eos_refuses_it_in_one_line(tmp_path, streaming):
+def test_write_tasks_needs_an_entry_that_plans_write_tasks_and_is_refused_in_one_line_elsewhere(tmp_path, streaming):
+    """The foreachBatch helper and format("kafka-eos") behind the JVM provider take eos.writeTasks;
+    format("kafka-eos") without the provider refuses it rather than ignoring it."""
+    from connectors.spark.datasource import KafkaEosDataSource, KafkaEosPythonSource
+
+    assert KafkaEosPythonSource.plans_write_tasks and not KafkaEosDataSource.plans_write_tasks
     options = {"kafka.bootstrap.servers": "b:9092", "topic": "t", "checkpointLocation": str(tmp_path / "chk"),
                "eos.writeTasks": "4"}
-    with pytest.raises(KafkaEosOptionError, match=r"^option eos\.writeTasks is the foreachBatch helper's"):
+    with pytest.raises(KafkaEosOptionError, match=r"^option eos\.writeTasks needs the kit's JVM provider"):
         parse_sink_options(options, streaming=streaming)
+    assert parse_sink_options(options, streaming=streaming, plans_write_tasks=True).write_tasks == 4
     assert parse_sink_options({**options, "eos.writeTasks": "auto"}, streaming=streaming).write_tasks is None
-    assert parse_sink_options(options, streaming=False, foreach_batch=True).write_tasks == 4
+    assert parse_sink_options(options, streaming=False, plans_write_tasks=True).write_tasks == 4
