@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Iterable
 
+from connectors.tools.anomaly import Anomaly
 from connectors.tools.tool_errors import UsageError
 from twophase.errors import InvalidValueError
 
@@ -64,19 +65,6 @@ class OutputRecord:
 
 
 @dataclass
-class ShapeAnomaly:
-    """One kind of anomaly of a shape: the keys (or key-windows) it affects, the records, examples."""
-
-    name: str
-    jepsen_name: str | None
-    ids: int
-    records: int
-    detection: str
-    samples: list[dict[str, Any]] = field(default_factory=list)
-    checked: bool = True
-
-
-@dataclass
 class ShapeReport:
     """Same reading as :class:`connectors.tools.verify.VerifyReport`, for a shape."""
 
@@ -87,7 +75,7 @@ class ShapeReport:
     id_field: str
     output_id_field: str
     counts: dict[str, int]
-    anomalies: dict[str, ShapeAnomaly]
+    anomalies: dict[str, Anomaly]
     warnings: list[str]
 
     @property
@@ -130,7 +118,7 @@ class ShapeReport:
 class ShapeResult:
     """What a check found: its anomalies, and the counts it adds."""
 
-    anomalies: dict[str, ShapeAnomaly]
+    anomalies: dict[str, Anomaly]
     warnings: list[str] = field(default_factory=list)
 
 
@@ -138,7 +126,7 @@ class _Found:
     """Collects one anomaly's keys and samples."""
 
     def __init__(self, name: str, jepsen: str | None, detection: str, max_samples: int) -> None:
-        self.anomaly = ShapeAnomaly(name, jepsen, 0, 0, detection)
+        self.anomaly = Anomaly(name, jepsen, 0, 0, detection)
         self._max = max_samples
 
     def add(self, records: int, **sample: Any) -> None:
@@ -194,7 +182,7 @@ def _series(outputs: list[OutputRecord], key_of) -> dict[Any, list[tuple[int, Ou
     return series
 
 
-def _keys_check(expected: Counter, written: Counter, max_samples: int, what: str) -> dict[str, ShapeAnomaly]:
+def _keys_check(expected: Counter, written: Counter, max_samples: int, what: str) -> dict[str, Anomaly]:
     """Duplicates, losses and unexpected keys when each key should be written ``expected[k]`` times."""
     duplicates = _Found("duplicates", "duplicate", f"{what} written more often than the input makes it", max_samples)
     lost = _Found("lost writes", "lost-write", f"{what} of the input written fewer times than it makes it", max_samples)

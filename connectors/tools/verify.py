@@ -43,7 +43,7 @@ import json
 import logging
 import sqlite3
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -52,6 +52,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 from connectors.kafka.clients import ConsumedRecord, KafkaClients, TopicPartition
 from connectors.kafka.kafka_errors import UnknownTopicError
 from connectors.tools import shape_checks
+from connectors.tools.anomaly import Anomaly
 from connectors.tools.broker import is_transient, retry_transient
 from connectors.tools.tool_errors import IdFieldError, IdSpecError, TopicNotFoundError, UsageError
 
@@ -134,19 +135,6 @@ class IdSpec:
         if isinstance(document, str):
             return document.encode("utf-8")
         return json.dumps(document, separators=(",", ":"), sort_keys=True).encode("utf-8")
-
-
-@dataclass
-class Anomaly:
-    """One kind of anomaly: how many ids and records it affects, and some examples."""
-
-    name: str
-    jepsen_name: str | None
-    ids: int
-    records: int
-    detection: str
-    samples: list[dict[str, Any]] = field(default_factory=list)
-    checked: bool = True
 
 
 @dataclass
