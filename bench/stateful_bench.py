@@ -272,6 +272,7 @@ def run_one(args: argparse.Namespace, work: Path, shape: str, sink: str, partiti
     run = Run(shape, label, partitions, other_load_cores=round(other, 2), own_cpu_s=round(own_cpu, 1))
     lines = [line for line in stdout.splitlines() if line.startswith("{")]
     if args.keep_logs:
+        Path(args.keep_logs).mkdir(parents=True, exist_ok=True)
         Path(args.keep_logs, f"{shape}-{label}-{partitions}-{uuid.uuid4().hex[:4]}.log").write_text(stderr)
     if code != 0 or not lines:
         errors = [line for line in stderr.splitlines() if "Error" in line or "error" in line]
