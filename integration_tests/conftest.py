@@ -204,6 +204,14 @@ CI_SET = (
     "[running-count-update-kafka-eos]",
     "test_stateful_differential.py::test_stateful_query_ends_with_the_same_records_as_on_sparks_own_sink"
     "[python-state-update-kafka-eos-foreach-batch]",
+    # Update mode on the format through a driver SIGKILL between two EndTxns; complete mode and a
+    # stateful append on the foreachBatch sink (its few coalesced write tasks).
+    "test_stateful_exactly_once.py::test_stateful_query_killed_at_failpoint_and_restarted_is_exactly_once"
+    "[running-count-update-kafka-eos-mid_commit]",
+    "test_stateful_exactly_once.py::test_stateful_query_with_executor_task_failures_is_exactly_once"
+    "[kafka-eos-foreach-batch-running-count-complete]",
+    "test_stateful_differential.py::test_stateful_query_ends_with_the_same_records_as_on_sparks_own_sink"
+    "[dedup-append-kafka-eos-foreach-batch]",
 )
 
 
