@@ -191,7 +191,6 @@ CI_SET = (
     # executor task failures (complete on the format), a broker restart through `replay --shape`,
     # the differential against Spark's own sink (update on the format; Python state on the
     # foreachBatch sink), and the windowed-aggregation example (in the quick-start file above).
-    "test_stateful_exactly_once.py::test_every_failpoint_has_a_scenario",
     "test_stateful_exactly_once.py::test_stateful_query_killed_at_failpoint_and_restarted_is_exactly_once"
     "[running-count-update-kafka-eos-foreach-batch-after_checkpoint_stored]",
     "test_stateful_exactly_once.py::test_stateful_query_killed_at_failpoint_and_restarted_is_exactly_once"

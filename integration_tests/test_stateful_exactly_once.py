@@ -28,28 +28,14 @@ from connectors.tools.loader import GROUPS, group_of
 from connectors.tools.jobs.task_failures import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV
 from kafka_io import wait_until_stable
 from spark_job import KILLED
+# The map-only crash matrix's scenarios, one per failpoint (that module checks it has them all):
+# executor-side points fire in write tasks, the others in the driver-side commit.
+from test_exactly_once_spark import SCENARIOS
 from stateful_runs import QUERIES, RECORDS, check_shape, run_query, state_counts, stateful_topics
-from twophase import failpoints
 
 pytestmark = pytest.mark.spark
 
 SINKS = ("kafka-eos", "kafka-eos-foreach-batch")
-# As test_exactly_once_spark.py: executor-side points fire in write tasks (here the shuffle
-# partitions of the stateful operator), the others in the driver-side commit; during_restore
-# needs a stored but unconfirmed batch to recover.
-SCENARIOS = {
-    "before_pre_commit": [["before_pre_commit:exit@2"]],
-    "after_pre_commit": [["after_pre_commit:exit@2"]],
-    "after_checkpoint_stored": [["after_checkpoint_stored:exit@2"]],
-    "before_commit": [["before_commit:exit@2"]],
-    "mid_commit": [["mid_commit:exit@2"]],
-    "after_commit": [["after_commit:exit@2"]],
-    "during_restore": [["after_checkpoint_stored:exit@2"], ["during_restore:exit"]],
-}
-
-
-def test_every_failpoint_has_a_scenario():
-    assert set(SCENARIOS) == set(failpoints.ALL)
 
 
 def crash_and_finish(kafka_bootstrap, kafka_clients, unique_name, tmp_path, query_name, sink_format, scenario,
