@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable
 
-from connectors.tools.anomaly import Anomaly
+from connectors.tools.anomaly import Anomaly, AnomalyReport
 from connectors.tools.tool_errors import UsageError
 from twophase.errors import InvalidValueError
 
@@ -65,7 +65,7 @@ class OutputRecord:
 
 
 @dataclass
-class ShapeReport:
+class ShapeReport(AnomalyReport):
     """Same reading as :class:`connectors.tools.verify.VerifyReport`, for a shape."""
 
     bootstrap_servers: str
@@ -82,15 +82,6 @@ class ShapeReport:
     def exactly_once(self) -> bool:
         return (all(a.ids == 0 and a.records == 0 for a in self.anomalies.values() if a.checked)
                 and self.counts["output_unidentified"] == 0 and self.counts["output_records"] > 0)
-
-    def count(self, anomaly: str) -> int:
-        found = self.anomalies.get(anomaly)
-        return found.records if found is not None and found.checked else 0
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["exactly_once"] = self.exactly_once
-        return data
 
     def summary_lines(self) -> list[str]:
         c = self.counts

@@ -43,7 +43,7 @@ import json
 import logging
 import sqlite3
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -52,7 +52,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 from connectors.kafka.clients import ConsumedRecord, KafkaClients, TopicPartition
 from connectors.kafka.kafka_errors import UnknownTopicError
 from connectors.tools import shape_checks
-from connectors.tools.anomaly import Anomaly
+from connectors.tools.anomaly import Anomaly, AnomalyReport
 from connectors.tools.broker import is_transient, retry_transient
 from connectors.tools.tool_errors import IdFieldError, IdSpecError, TopicNotFoundError, UsageError
 
@@ -138,7 +138,7 @@ class IdSpec:
 
 
 @dataclass
-class VerifyReport:
+class VerifyReport(AnomalyReport):
     bootstrap_servers: str
     input_topic: str
     output_topic: str
@@ -152,16 +152,6 @@ class VerifyReport:
     def exactly_once(self) -> bool:
         return (all(a.ids == 0 and a.records == 0 for a in self.anomalies.values() if a.checked)
                 and self.counts["output_unidentified"] == 0)
-
-    def count(self, anomaly: str) -> int:
-        """Records affected by an anomaly (0 when it was not checked)."""
-        found = self.anomalies.get(anomaly)
-        return found.records if found is not None and found.checked else 0
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["exactly_once"] = self.exactly_once
-        return data
 
     def summary_lines(self) -> list[str]:
         """A human summary, one line per fact; the verdict first."""
