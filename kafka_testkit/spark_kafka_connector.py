@@ -1,6 +1,7 @@
 """Spark's own Kafka connector (``readStream.format("kafka")``) from Maven Central.
 
-The connector (``org.apache.spark:spark-sql-kafka-0-10_2.13``) is not part of pyspark, nor on
+The connector (``org.apache.spark:spark-sql-kafka-0-10_2.13``, ``_2.12`` for Spark 3.5, whose
+pyspark runs Scala 2.12) is not part of pyspark, nor on
 PyPI. The Apache Spark project publishes it to Maven Central, so the kit resolves it there with the
 user's ``mvn`` (``connectors.tools.brokers.maven_artifacts``: the user's ``~/.m2/settings.xml`` applies, no
 registry host is written here), together with its runtime dependencies: the token provider,
@@ -44,7 +45,9 @@ from connectors.tools.brokers.maven_artifacts import (
 log = logging.getLogger(__name__)
 
 GROUP = "org.apache.spark"
+#: The connector's artifact for Scala 2.13 (Spark 4), and for Scala 2.12 (Spark 3.5's pyspark).
 ARTIFACT = "spark-sql-kafka-0-10_2.13"
+ARTIFACT_SCALA_2_12 = "spark-sql-kafka-0-10_2.12"
 #: How many versions are tried in all (the exact one first): each failed try costs an ``mvn`` run.
 MAX_TRIES = 3
 #: How long a fallback found for a pyspark version is reused before the exact version is tried
@@ -144,8 +147,13 @@ def split_clashing(jars: Iterable[Path], spark_jars_dir: Path | None) -> tuple[t
     return tuple(kept), tuple(excluded)
 
 
+def artifact_for(version: str) -> str:
+    """The connector's artifact for a Spark version: pyspark 3.x's jars are Scala 2.12, 4.x's 2.13."""
+    return ARTIFACT_SCALA_2_12 if version.split(".")[0] == "3" else ARTIFACT
+
+
 def _coordinates(version: str) -> list[str]:
-    return [f"{GROUP}:{ARTIFACT}:{version}"]
+    return [f"{GROUP}:{artifact_for(version)}:{version}"]
 
 
 def _cache_name(version: str) -> str:
@@ -156,7 +164,7 @@ def _fallback_candidates(target: str) -> list[str]:
     """The served releases nearest to ``target``, of its major version only: a connector of another
     major version is built for another Spark (and Scala) and does not load."""
     major = target.split(".")[0]
-    releases = release_versions(GROUP, ARTIFACT)
+    releases = release_versions(GROUP, artifact_for(target))
     return [v for v in nearest_versions(target, releases) if v != target and v.split(".")[0] == major]
 
 
@@ -219,5 +227,5 @@ def resolve_connector(pyspark_version: str | None = None, *,
         if connector is not None:
             remember_pick(_PICK_NAME, target, version, exact_error)
             return connector
-    raise SparkKafkaConnectorError(f"Spark's Kafka connector ({GROUP}:{ARTIFACT}) for pyspark {target} from Maven "
+    raise SparkKafkaConnectorError(f"Spark's Kafka connector ({GROUP}:{artifact_for(target)}) for pyspark {target} from Maven "
                                    f"Central: tried {', '.join(tried) or 'nothing'}; " + "; ".join(errors))

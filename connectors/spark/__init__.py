@@ -10,12 +10,19 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from pyspark.sql import SparkSession
 
-from connectors.spark.datasource import FORMAT, KafkaEosDataSource, KafkaEosPythonSource
-from connectors.spark.spark_errors import SpeculationNotSupportedError
+from connectors.spark.format_names import FORMAT
+from connectors.spark.spark_errors import SpeculationNotSupportedError, UnsupportedSparkError
+from connectors.spark.spark_versions import check_installed_packages, require_python_data_source
+
+if TYPE_CHECKING:
+    from connectors.spark.datasource import KafkaEosDataSource
+
+# Every Spark entry (driver, tasks, the data source's processes) imports this package first.
+check_installed_packages()
 
 
 def register(spark: SparkSession, *, warm_up: bool = True) -> None:
@@ -31,9 +38,11 @@ def register(spark: SparkSession, *, warm_up: bool = True) -> None:
     then registered under its own name behind it. Where it cannot, the Python data source is
     registered as ``kafka-eos`` itself (append and complete mode), after one warning line.
 
-    Refuses speculative execution, which the kit's two-phase commit has not been tested with. (A
-    speculative copy of a write task writes under a transactional id of its own, as a retry does,
-    so the two cannot fence each other.)"""
+    Refuses, in one line, a Spark without the Python data source API (3.5: the line names the
+    foreachBatch sink with Spark's own source, which run there), and speculative execution, which
+    the kit's two-phase commit has not been tested with. (A speculative copy of a write task writes
+    under a transactional id of its own, as a retry does, so the two cannot fence each other.)"""
+    require_python_data_source(spark)
     if spark.conf.get("spark.speculation", "false").strip().lower() == "true":
         raise SpeculationNotSupportedError(
             "kafka-eos exactly-once writes refuse spark.speculation=true: speculative copies of write "
@@ -54,6 +63,7 @@ def data_source_to_register(spark: SparkSession) -> type[KafkaEosDataSource]:
     """The kit's Python data source under the name it must have in ``spark``: behind the JVM
     provider when that is installed (Spark refuses a Python name a JVM class holds), else as
     ``format("kafka-eos")`` itself."""
+    from connectors.spark.datasource import KafkaEosDataSource, KafkaEosPythonSource
     from connectors.spark.jvm_provider import install
 
     return KafkaEosPythonSource if install(spark) else KafkaEosDataSource
@@ -163,4 +173,4 @@ def _data_source_python(spark: SparkSession) -> Iterator[str | None]:
         context.pythonExec = session_python
 
 
-__all__ = ["FORMAT", "KafkaEosDataSource", "SpeculationNotSupportedError", "register", "use_session_python"]
+__all__ = ["FORMAT", "SpeculationNotSupportedError", "UnsupportedSparkError", "register", "use_session_python"]

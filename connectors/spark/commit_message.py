@@ -10,7 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql.datasource import WriterCommitMessage
+from connectors.spark.spark_versions import has_python_data_source_api
+
+if has_python_data_source_api():
+    from pyspark.sql.datasource import WriterCommitMessage
+else:  # Spark 3.5: only the foreachBatch sink sends these, and Spark never looks at their type
+    WriterCommitMessage = object  # type: ignore[assignment,misc]
 
 
 @dataclass

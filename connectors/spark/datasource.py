@@ -7,15 +7,11 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSource
 
+from connectors.spark.format_names import FORMAT, PYTHON_SOURCE
+
 if TYPE_CHECKING:
     from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter, DataSourceWriter
     from pyspark.sql.types import StructType
-
-FORMAT = "kafka-eos"
-#: The Python data source's own name where the kit's JVM provider carries ``FORMAT`` (it lets Spark
-#: run update output mode, connectors/spark/jvm_provider.py); never written by users. The provider
-#: (jvm/src/kafkaeos/spark/KafkaEosTableProvider.java) holds both names too.
-PYTHON_SOURCE = "kafka-eos-python"
 
 
 # Spark starts a Python process of its own for each planning step (creating the source, planning a

@@ -16,12 +16,6 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
 
 from connectors.kafka.clients.broker_retry import RetryingClusterAdmin
 from connectors.kafka.clients import KafkaClients, RecordReader, TopicPartition
@@ -32,9 +26,24 @@ from connectors.kafka.source import KafkaOffsetPlanner, from_offsets, plan_range
 from connectors.spark.gc_pause import gc_paused
 from connectors.spark.options import SourceOptions
 from connectors.spark.arrow_batches import batches_to_arrow
+from connectors.spark.spark_versions import has_stream_admission_control
 from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
+
+if has_stream_admission_control():
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+
+    _AVAILABLE_NOW: tuple[type, ...] = (SupportsTriggerAvailableNow,)
+else:
+    # Spark 4.0 and 4.1: no read limits for a Python source (options.py refuses the options that
+    # need them), and Spark runs Trigger.AvailableNow as one batch up to the offsets it saw first.
+    _AVAILABLE_NOW = ()
 
 
 @dataclass(frozen=True, order=True)
@@ -231,7 +240,7 @@ def _monotonic_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-class KafkaEosStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
+class KafkaEosStreamReader(_KafkaReading, DataSourceStreamReader, *_AVAILABLE_NOW):  # type: ignore[misc]
     def __init__(self, options: SourceOptions, clock: Callable[[], int] = _monotonic_ms) -> None:
         super().__init__(options)
         # Trigger.AvailableNow: the LSOs when the query started; nothing past them is read.
@@ -261,7 +270,10 @@ class KafkaEosStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTrigge
             return ReadMaxRows(self.options.max_offsets_per_trigger)
         return ReadAllAvailable()
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
+        # Spark 4.0 and 4.1 call latestOffset() without a start or a limit: every partition's end.
+        if start is None:
+            return to_offsets(self.planner.latest_offsets())
         positions = self.planner.with_new_partitions(from_offsets(start))
         latest = self.planner.latest_offsets(list(positions))
         if self._target is not None:

@@ -11,16 +11,13 @@ import time
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 from pyspark import TaskContext
-from pyspark.sql.datasource import (
-    DataSourceArrowWriter,
-    DataSourceStreamArrowWriter,
-    WriterCommitMessage,
-)
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from connectors.spark.commit_message import KafkaCommitMessage
 from connectors.spark.options import SinkOptions
 from connectors.spark.sink_driver import BatchContext, SparkSinkDriver
+from connectors.spark.spark_versions import has_arrow_stream_writer
 from twophase.errors import IllegalStateError
 
 if TYPE_CHECKING:
@@ -31,6 +28,15 @@ __all__ = ["BATCH_ID_PROPERTY", "KafkaCommitMessage", "KafkaEosBatchWriter", "Ka
 log = logging.getLogger(__name__)
 
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+if has_arrow_stream_writer():
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter
+
+    _ARROW_STREAM_WRITER: tuple[type, ...] = (DataSourceStreamArrowWriter,)
+else:
+    # Spark 4.0 has no Arrow stream writer. Its write worker (write_into_data_source.py) hands
+    # Arrow batches, not rows, to any writer that is a DataSourceArrowWriter, streaming or not.
+    _ARROW_STREAM_WRITER = (DataSourceStreamWriter, DataSourceArrowWriter)
 
 
 def _write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], checkpoint_id: int,
@@ -49,7 +55,7 @@ class _KafkaWriting:
         self.committed_through = committed_through
 
 
-class KafkaEosStreamWriter(_KafkaWriting, DataSourceStreamArrowWriter):
+class KafkaEosStreamWriter(_KafkaWriting, *_ARROW_STREAM_WRITER):  # type: ignore[misc]
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         context = TaskContext.get()
         raw = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None

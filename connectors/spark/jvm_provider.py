@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from connectors.spark.datasource import FORMAT, PYTHON_SOURCE
+from connectors.spark.format_names import FORMAT, PYTHON_SOURCE
 
 log = logging.getLogger(__name__)
 

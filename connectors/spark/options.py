@@ -283,6 +283,24 @@ def _check_timestamp_order(start: int | dict[TopicPartition, int] | None,
                                           f"after its endingOffsetsByTimestamp ({end[tp]})")
 
 
+def _check_read_limits_supported(options: Mapping[str, str]) -> None:
+    """Refuse the read limits where Spark gives a Python streaming source none (4.0, 4.1): a batch
+    would read all that is available, which a job that sets them does not expect."""
+    from connectors.spark.spark_versions import STREAM_ADMISSION_CONTROL_SINCE, has_stream_admission_control
+
+    if has_stream_admission_control():
+        return
+    for name in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
+        if _get(options, name) is not None:
+            import pyspark
+
+            since = ".".join(map(str, STREAM_ADMISSION_CONTROL_SINCE))
+            raise KafkaEosOptionError(
+                f"option {name} needs Spark {since} or later on the kafka-eos source (Spark lets a Python streaming "
+                f"source limit its batches from {since} on); this is Spark {pyspark.__version__}. Remove it, or read "
+                "with Spark's own source, format(\"kafka\") with kafka.isolation.level=read_committed, which takes it")
+
+
 def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceOptions:
     _check_known(options, SOURCE_OPTIONS, "source")
     options = _by_lower_case_name(options)
@@ -337,6 +355,7 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
             raise KafkaEosOptionError(f"option minOffsetsPerTrigger ({min_per_trigger}) must not be higher than "
                                       f"maxOffsetsPerTrigger ({max_per_trigger})")
         max_trigger_delay_ms = _duration_ms(options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY)
+        _check_read_limits_supported(options)
     client_config = _client_config(options)
     prefix = _get(options, "groupIdPrefix")
     if prefix is not None and "group.id" in client_config:

@@ -38,3 +38,8 @@ class ClassArchiveError(KafkaEosError, RuntimeError):
 class WorkerPythonError(KafkaEosError, RuntimeError):
     """Spark's Python workers cannot import the kit (or a package it needs): the Python they run,
     ``PYSPARK_PYTHON`` / ``spark.pyspark.python``, lacks it. The message says how to give it to them."""
+
+
+class UnsupportedSparkError(KafkaEosError, RuntimeError):
+    """The Spark release in use lacks what the asked-for feature needs (spark_versions.py); the
+    message names the release and what works on it instead."""

@@ -61,9 +61,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="with --bounded: once the input is processed, wait until FILE exists before "
                              "exiting (kafka-eos replay uses it to land timed faults on a running job)")
     parser.add_argument("--max-offsets-per-trigger", type=int, default=200_000)
-    parser.add_argument("--source-format", choices=["kafka-eos", "kafka"], default="kafka-eos",
-                        help="kafka: read with Spark's own Kafka source (its connector jars: --jars) instead of "
-                             "the kit's; the sink is the kit's either way")
+    parser.add_argument("--source-format", choices=["kafka-eos", "kafka"], default=None,
+                        help="kafka: read with Spark's own Kafka source (its connector jars: --jars, else "
+                             "spark.jars.packages at pyspark's version) instead of the kit's; the sink is the kit's "
+                             "either way. Default: kafka-eos, and kafka on Spark 3.5, which lacks the Python data "
+                             "source API")
     parser.add_argument("--jars", default=None,
                         help="comma-separated jars for the driver and executors (spark.jars), e.g. Spark's "
                              "Kafka connector for --source-format kafka")
@@ -142,10 +144,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="what a failpoint's exit action ends: the whole job (driver JVM and Python workers, "
                              "like a host losing power), or only the Python process that reaches it (the JVM "
                              "lives on and Spark sees its Python worker die)")
-    parser.add_argument("--sink-format", choices=["kafka-eos", "kafka-eos-foreach-batch", "kafka"], default="kafka-eos",
+    parser.add_argument("--sink-format", choices=["kafka-eos", "kafka-eos-foreach-batch", "kafka"], default=None,
                         help="kafka-eos-foreach-batch: the same sink through foreachBatch and the kit's helper "
                              "(exactly_once_foreach_batch), which commits in this process; kafka: write with "
-                             "Spark's own Kafka connector instead, which is at-least-once (a comparison; needs --jars)")
+                             "Spark's own Kafka connector instead, which is at-least-once (a comparison; needs --jars). "
+                             "Default: kafka-eos, and kafka-eos-foreach-batch on Spark 3.5")
     parser.add_argument("--log-level", default="WARN")
     parser.add_argument("--metrics-file", default=None,
                         help="append one JSON line per micro-batch (batchId, numInputRows, durationMs, "
@@ -157,7 +160,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(error)
     if args.output_mode is None:
         args.output_mode = OUTPUT_MODES[args.transform][0]
+    # Spark 3.5 has no Python data source API: the same job there reads with Spark's own source and
+    # writes through the foreachBatch sink, the pair that runs on every Spark the kit supports.
+    from connectors.spark.spark_versions import has_python_data_source_api
+
+    data_source = has_python_data_source_api()
+    if args.source_format is None:
+        args.source_format = "kafka-eos" if data_source else "kafka"
+    if args.sink_format is None:
+        args.sink_format = "kafka-eos" if data_source else "kafka-eos-foreach-batch"
     return args
+
+
+def spark_kafka_package() -> str:
+    """Spark's Kafka connector at the installed pyspark's version, for ``spark.jars.packages``
+    when no ``--jars`` give it: Scala 2.12 for Spark 3.5's pyspark, 2.13 for Spark 4's."""
+    import pyspark
+
+    scala = "2.12" if pyspark.__version__.startswith("3.") else "2.13"
+    return f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{pyspark.__version__}"
 
 
 def options_file(path: str) -> dict[str, str]:
@@ -371,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.jars:
         builder = builder.config("spark.jars", args.jars)
+    elif "kafka" in (args.source_format, args.sink_format):
+        builder = builder.config("spark.jars.packages", spark_kafka_package())
     if args.jvm_class_archive:
         from connectors.spark.jvm_class_archive import java_options
 

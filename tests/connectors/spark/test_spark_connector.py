@@ -461,7 +461,7 @@ def test_speculation_is_refused_at_registration():
     from connectors.spark.spark_errors import SpeculationNotSupportedError
 
     registered = []
-    session = SimpleNamespace(conf=SimpleNamespace(get=lambda key, default=None: "true"),
+    session = SimpleNamespace(version="4.3.0", conf=SimpleNamespace(get=lambda key, default=None: "true"),
                               dataSource=SimpleNamespace(register=registered.append))
     with pytest.raises(SpeculationNotSupportedError, match="spark.speculation=false"):
         register(session)
