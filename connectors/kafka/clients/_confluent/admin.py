@@ -44,8 +44,10 @@ class ConfluentClusterAdmin:
     """Cluster administration through librdkafka's AdminClient."""
 
     def __init__(self, bootstrap_servers: str, config: Mapping[str, Any]) -> None:
-        # No Python logger: the admin handle is never polled.
-        conf = base_config(bootstrap_servers, forward_logs=False)
+        # Its log lines go through Python logging as every handle's do (base_config); they are
+        # served by poll(), which each use of the handle calls first (_client), so that the lines of
+        # an admin that lives as long as its query never pile up in its queue.
+        conf = base_config(bootstrap_servers)
         conf.update(config)
         self._config = dict(config)
         try:
@@ -57,6 +59,7 @@ class ConfluentClusterAdmin:
     def _client(self) -> AdminClient:
         if self._admin is None:
             raise KafkaConnectorError("admin: used after close()")
+        self._admin.poll(0)  # the log lines since the last use
         return self._admin
 
     def list_topics(self) -> list[str]:
@@ -252,5 +255,7 @@ class ConfluentClusterAdmin:
         return denied
 
     def close(self) -> None:
-        # AdminClient has no close(); dropping it destroys the handle.
+        # AdminClient has no close(); dropping it destroys the handle, after its last log lines.
+        if self._admin is not None:
+            self._admin.poll(0)
         self._admin = None

@@ -29,13 +29,11 @@ LIBRDKAFKA_LOG = logging.getLogger("connectors.kafka.clients._confluent.librdkaf
 RECONNECT_BACKOFF_MS = 20
 
 
-def base_config(bootstrap_servers: str, *, forward_logs: bool = True) -> dict[str, Any]:
-    """What every handle starts from; ``forward_logs=False`` for a handle that is never polled,
-    whose forwarded log lines would pile up in its queue."""
-    config: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, "reconnect.backoff.ms": RECONNECT_BACKOFF_MS}
-    if forward_logs:
-        config["logger"] = LIBRDKAFKA_LOG
-    return config
+def base_config(bootstrap_servers: str) -> dict[str, Any]:
+    """What every handle starts from. Its log lines go to :data:`LIBRDKAFKA_LOG` when the handle is
+    polled, so every handle of the kit is polled on each use."""
+    return {"bootstrap.servers": bootstrap_servers, "reconnect.backoff.ms": RECONNECT_BACKOFF_MS,
+            "logger": LIBRDKAFKA_LOG}
 
 
 def _table_key(err: KafkaError) -> int | str:
