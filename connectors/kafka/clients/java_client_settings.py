@@ -18,7 +18,8 @@ librdkafka's own names (what the kit's documentation shows) pass through unchang
 neither client is refused. Errors are ``UnsupportedClientSettingError``, one line naming the
 ``kafka.<option>``.
 
-``translate`` is pure: the trust and key stores come out as descriptions (``keystores.TrustStore``,
+``translate`` is pure but for one question to the installed librdkafka, asked only of a
+configuration that wants Kerberos: whether it was built with GSSAPI. The trust and key stores come out as descriptions (``keystores.TrustStore``,
 ``KeyStore``), turned into PEM files by ``librdkafka_config``, the one function here that touches
 files, run where the clients are built (a store's path is local to each node).
 """
@@ -412,7 +413,38 @@ def translate(config: Mapping[str, Any]) -> Translation:
             special[key] = value
     _translate_special(special, config, out)
     truststore, keystore = _stores(special, out)
+    _refuse_kerberos_without_gssapi(config, out.values)
     return Translation(out.values, truststore, keystore)
+
+
+#: What the installed client does instead of Kerberos, and what does Kerberos (docs/security.md).
+_WITHOUT_KERBEROS = ("the installed confluent-kafka's librdkafka was built without GSSAPI (its Linux wheels are: "
+                     "no cyrus-sasl), so it cannot do Kerberos. It does PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and "
+                     "OAUTHBEARER (OIDC); for Kerberos, install a confluent-kafka built against a librdkafka with "
+                     "libsasl2, e.g. conda-forge's python-confluent-kafka (docs/security.md, Kerberos)")
+
+
+def _refuse_kerberos_without_gssapi(config: Mapping[str, Any], settings: Mapping[str, Any]) -> None:
+    """Refuse, before any client is made, a configuration that asks for Kerberos (a
+    Krb5LoginModule JAAS line, ``sasl.mechanism=GSSAPI``, or a SASL protocol without a mechanism,
+    which is GSSAPI in Java and in librdkafka) where the installed librdkafka has no GSSAPI."""
+    if not str(settings.get("security.protocol", "plaintext")).strip().lower().startswith("sasl"):
+        return
+    mechanism = settings.get("sasl.mechanism", settings.get("sasl.mechanisms"))
+    if "krb5loginmodule" in str(config.get("sasl.jaas.config", "")).lower():
+        option = f"sasl.jaas.config ({jaas.KERBEROS})"
+    elif mechanism is not None and str(mechanism).strip().upper() == "GSSAPI":
+        option = "sasl.mechanism=GSSAPI"
+    elif mechanism is None:
+        option = (f"security.protocol={settings['security.protocol']} without kafka.sasl.mechanism (GSSAPI, "
+                  "Kerberos, by default in Java's client and in librdkafka)")
+    else:
+        return
+    # Imported here: translate() is pure, and this asks the installed library what it was built with.
+    from connectors.kafka.clients._confluent.librdkafka import has_builtin_feature
+
+    if not has_builtin_feature("sasl_gssapi"):
+        raise UnsupportedClientSettingError(f"option kafka.{option}: {_WITHOUT_KERBEROS}")
 
 
 def _librdkafka_value(key: str, value: Any) -> Any:

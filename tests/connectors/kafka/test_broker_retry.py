@@ -165,6 +165,9 @@ class _StubAdminClient:
         self.down = down
         self.asked: list[str] = []
 
+    def poll(self, timeout=None):  # serves librdkafka's log lines; the stub has none
+        return 0
+
     def list_topics(self, timeout=None):
         class Metadata:
             brokers = {1: None, 2: None, 3: None}
@@ -225,6 +228,9 @@ def test_an_invalid_listed_offset_is_transient_never_a_position():
                 future.set_result(Listed(-1001 if ck_tp.partition == 1 else 7))
                 futures[ck_tp] = future
             return futures
+
+        def poll(self, timeout=None):
+            return 0
 
     admin = ConfluentClusterAdmin("127.0.0.1:1", {})
     admin._admin = Stub()

@@ -377,3 +377,49 @@ def test_clients_pickled_to_another_process_translate_again():
 
 def test_kinds_all_documented():
     assert {row.kind for row in jcs.JAVA_SETTINGS.values()} == set(Kind)
+
+
+_KERBEROS_LINE = ('com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true keyTab="/etc/k.keytab" '
+                  'principal="spark@EXAMPLE.COM";')
+
+
+@pytest.mark.parametrize(("config", "option"), [
+    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI"}, "kafka.sasl.mechanism=GSSAPI"),
+    ({"security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": _KERBEROS_LINE},
+     "kafka.sasl.jaas.config (com.sun.security.auth.module.Krb5LoginModule)"),
+    ({"security.protocol": "SASL_SSL"}, "kafka.security.protocol=SASL_SSL without kafka.sasl.mechanism"),
+])
+def test_kerberos_is_refused_in_one_line_where_librdkafka_has_no_gssapi(config, option):
+    """The confluent-kafka Linux wheels (the ones installed here) lack GSSAPI: the check before the
+    first batch says so, naming the option and what the client can do instead."""
+    from connectors.kafka.clients._confluent.librdkafka import has_builtin_feature
+    from connectors.kafka.clients.java_client_settings import check_client_config
+
+    assert not has_builtin_feature("sasl_gssapi"), "this test is about a librdkafka built without GSSAPI"
+    with pytest.raises(UnsupportedClientSettingError) as refused:
+        check_client_config(config)
+    line = str(refused.value)
+    assert "\n" not in line and line.startswith(f"option {option}")
+    assert "cannot do Kerberos" in line and "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER" in line
+    assert "docs/security.md" in line
+
+
+def test_kerberos_translates_where_librdkafka_has_gssapi(monkeypatch):
+    from connectors.kafka.clients._confluent import librdkafka
+    from connectors.kafka.clients.java_client_settings import check_client_config
+
+    monkeypatch.setattr(librdkafka, "has_builtin_feature", lambda feature: feature == "sasl_gssapi")
+    settings = check_client_config({"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI",
+                                    "sasl.jaas.config": _KERBEROS_LINE})
+    assert settings["sasl.kerberos.keytab"] == "/etc/k.keytab"
+    assert settings["sasl.kerberos.principal"] == "spark@EXAMPLE.COM"
+
+
+def test_other_mechanisms_never_ask_librdkafka_about_gssapi(monkeypatch):
+    from connectors.kafka.clients._confluent import librdkafka
+    from connectors.kafka.clients.java_client_settings import check_client_config
+
+    monkeypatch.setattr(librdkafka, "has_builtin_feature", lambda feature: pytest.fail("asked"))
+    check_client_config({"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                         "sasl.username": "u", "sasl.password": "p"})
+    check_client_config({"security.protocol": "SSL"})

@@ -4,10 +4,11 @@ its log lines go, and how its errors become the connector's, through the one tab
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from connectors.kafka.authorization import Denied
 from connectors.kafka.clients.error_table import error_type, kafka_error
@@ -34,6 +35,19 @@ def base_config(bootstrap_servers: str) -> dict[str, Any]:
     polled, so every handle of the kit is polled on each use."""
     return {"bootstrap.servers": bootstrap_servers, "reconnect.backoff.ms": RECONNECT_BACKOFF_MS,
             "logger": LIBRDKAFKA_LOG}
+
+
+@functools.cache
+def has_builtin_feature(feature: str) -> bool:
+    """Whether the installed librdkafka was built with ``feature`` (one of its ``builtin.features``,
+    e.g. ``sasl_gssapi``). librdkafka's documented check: a handle asked for a feature its build
+    lacks is refused at creation. The probe connects nowhere (no bootstrap servers), and logs
+    nothing (log_level 0: it would say that it has no bootstrap servers)."""
+    try:
+        Producer({"builtin.features": feature, "log_level": 0})
+    except KafkaException:
+        return False
+    return True
 
 
 def _table_key(err: KafkaError) -> int | str:
