@@ -214,28 +214,66 @@ CI_SET = (
 )
 
 
+#: The version matrix's compact set: what .ci/run runs (kafka_testkit/version_matrix.py) in a venv of
+#: each other pyspark line, and of pyspark 4.3 at the lowest dependencies its ranges allow
+#: (``KAFKA_EOS_INTEGRATION=versions``). The full suite runs on 4.3 at the highest. Each entry says
+#: which Spark it runs on: every one (3.5 too: Spark's own source and the foreachBatch sink), or
+#: those with the Python data source API (4.x: ``format("kafka-eos")``).
+VERSION_SET = (
+    # The one-line refusal on 3.5, or the format on 4.x; the example job's defaults on each.
+    ("test_spark_versions.py::", "every"),
+    # The quick start: Spark's own source feeding the foreachBatch sink; and the format both ways.
+    ("test_quickstart_on_real_kafka.py::test_a_quickstart_script_is_exactly_once_on_real_kafka[spark-source]", "every"),
+    ("test_quickstart_on_real_kafka.py::test_a_quickstart_script_is_exactly_once_on_real_kafka[kafka-eos]", "format"),
+    # A driver SIGKILL mid-commit and executor task failures, on the sink each Spark runs by default
+    # behind Spark's own source (the format on 4.x, the foreachBatch sink on 3.5).
+    ("test_spark_kafka_source.py::test_spark_kafka_source_driver_killed_and_restarted_is_exactly_once[mid_commit]",
+     "every"),
+    ("test_spark_kafka_source.py::test_spark_kafka_source_with_executor_task_failures_is_exactly_once", "every"),
+)
+
+
 def _suite() -> str:
     value = os.environ.get(SUITE_ENV, "ci").strip().lower() or "ci"
-    if value not in ("ci", "all"):
-        raise pytest.UsageError(f"{SUITE_ENV}={value!r}: use ci (the CI set of integration tests, the default) or "
-                                "all (every integration test)")
+    if value not in ("ci", "all", "versions"):
+        raise pytest.UsageError(f"{SUITE_ENV}={value!r}: use ci (the CI set of integration tests, the default), "
+                                "all (every integration test) or versions (the version matrix's compact set)")
     return value
 
 
+def _node(item: pytest.Item) -> str:
+    return f"{Path(str(item.fspath)).name}::{item.name}"
+
+
+def _matches(node: str, entry: str) -> bool:
+    return node == entry or (entry.endswith(("::", "-")) and node.startswith(entry))
+
+
 def _in_ci_set(item: pytest.Item) -> bool:
-    node = f"{Path(str(item.fspath)).name}::{item.name}"
-    return any(node == entry or (entry.endswith(("::", "-")) and node.startswith(entry)) for entry in CI_SET)
+    return any(_matches(_node(item), entry) for entry in CI_SET)
+
+
+def _in_version_set(item: pytest.Item) -> bool:
+    from connectors.spark.spark_versions import has_python_data_source_api
+
+    runs_here = ("every", "format") if has_python_data_source_api() else ("every",)
+    return any(_matches(_node(item), entry) and spark in runs_here for entry, spark in VERSION_SET)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # This hook sees the whole session's items, not only this directory's. A run that names what
-    # to run (a file, a node id) gets just that; a plain run gets the CI set of integration tests.
-    every = _suite() == "all" or bool(config.option.file_or_dir)
+    # to run (a file, a node id) gets just that; a plain run gets the CI set of integration tests;
+    # the version matrix gets its compact set, and nothing else.
+    suite = _suite()
+    every = suite == "all" or (suite == "ci" and bool(config.option.file_or_dir))
     kept, left_out = [], []
     for item in items:
+        if suite == "versions" and not _in_version_set(item):
+            left_out.append(item)
+            continue
         if _is_integration(item):
             item.add_marker(pytest.mark.integration)
-            if not every and not _in_ci_set(item):
+            if not every and suite == "ci" and not _in_ci_set(item):
                 left_out.append(item)
                 continue
         kept.append(item)

@@ -14,13 +14,18 @@ Why it is exactly-once: the source's state is the offset range of each batch, wh
 its offset log before the batch runs, so a replayed batch reads the same offsets (with
 ``kafka.isolation.level=read_committed``, the same records: the input here holds an aborted
 transaction). The kit's sink makes the replay write nothing twice. The driver (the whole job) is
-SIGKILLed at ``after_checkpoint_stored``, ``mid_commit`` and ``after_commit``, then restarted.
+SIGKILLed at ``after_checkpoint_stored``, ``mid_commit`` and ``after_commit``, then restarted; and
+executor tasks fail and are retried.
+
+The sink is the job's default: ``format("kafka-eos")``, and the foreachBatch sink on Spark 3.5,
+which lacks the Python data source API; the version matrix runs these tests on every pyspark line.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from connectors.tools.jobs.task_failures import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV
 from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
 from spark_job import DEFAULT_PREFIX, KILLED, run_spark_job
 from twophase.checkpoint_store import FileCheckpointStore
@@ -60,6 +65,18 @@ def test_spark_kafka_source_driver_killed_and_restarted_is_exactly_once(kafka_bo
 
     finished = spark_source_job(kafka_bootstrap, source, sink, checkpoint, jars=spark_kafka_jars)
     assert finished.returncode == 0, finished.stderr[-4000:]
+    wait_until_stable(kafka_clients, sink)
+    assert_exactly_once(read_committed_values(kafka_clients, sink), ids, copied_id)
+    assert kafka_clients.txn_control().list_open_transactions(DEFAULT_PREFIX) == []
+
+
+def test_spark_kafka_source_with_executor_task_failures_is_exactly_once(kafka_bootstrap, kafka_clients, unique_name,
+                                                                       tmp_path, spark_kafka_jars):
+    source, sink, ids = topics_with_orders(kafka_clients, unique_name, RECORDS)
+    finished = spark_source_job(kafka_bootstrap, source, sink, tmp_path / "chk", jars=spark_kafka_jars,
+                                env={TASK_FAILURE_RATE_ENV: "0.5", TASK_FAILURE_SEED_ENV: "11"})
+    assert finished.returncode == 0, finished.stderr[-4000:]
+    assert "InjectedTaskFailure: injected failure of task" in finished.stderr
     wait_until_stable(kafka_clients, sink)
     assert_exactly_once(read_committed_values(kafka_clients, sink), ids, copied_id)
     assert kafka_clients.txn_control().list_open_transactions(DEFAULT_PREFIX) == []

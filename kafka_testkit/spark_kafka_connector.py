@@ -48,8 +48,10 @@ GROUP = "org.apache.spark"
 #: The connector's artifact for Scala 2.13 (Spark 4), and for Scala 2.12 (Spark 3.5's pyspark).
 ARTIFACT = "spark-sql-kafka-0-10_2.13"
 ARTIFACT_SCALA_2_12 = "spark-sql-kafka-0-10_2.12"
-#: How many versions are tried in all (the exact one first): each failed try costs an ``mvn`` run.
-MAX_TRIES = 3
+#: How many versions are tried in all (the exact one first): each failed try costs an ``mvn`` run,
+#: once (the pick is remembered). Enough to go back from a line's newest patch to its first release:
+#: Maven Central serves 4.0.0 and 4.1.1 of the connector, not pyspark's 4.0.5 and 4.1.4.
+MAX_TRIES = 8
 #: How long a fallback found for a pyspark version is reused before the exact version is tried
 #: again (it may be served by then); within it a session starts with no ``mvn`` run at all.
 #: The cache name of the connector version remembered for a pyspark version (maven_artifacts' picks).

@@ -217,7 +217,8 @@ class FakeMaven:
         return ResolvedJars(tuple(coordinates), self.folder, tuple(self.folder / n for n in names))
 
     def release_versions(self, group: str, artifact: str) -> list[str]:
-        assert (group, artifact) == ("org.apache.spark", "spark-sql-kafka-0-10_2.13")
+        assert (group, artifact) in (("org.apache.spark", "spark-sql-kafka-0-10_2.13"),
+                                     ("org.apache.spark", "spark-sql-kafka-0-10_2.12"))
         self.listings += 1
         return self.listed
 
@@ -284,14 +285,30 @@ def test_a_stale_pick_tries_the_exact_version_again(monkeypatch: pytest.MonkeyPa
     assert fake.resolved == ["4.3.0"]
 
 
-def test_at_most_three_versions_are_tried_and_the_error_names_them(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                                   spark_jars: Path) -> None:
+def test_at_most_max_tries_versions_are_tried_and_the_error_names_them(monkeypatch: pytest.MonkeyPatch,
+                                                                      tmp_path: Path, spark_jars: Path) -> None:
+    monkeypatch.setattr(spark_kafka_connector, "MAX_TRIES", 3)
     fake = _maven(monkeypatch, tmp_path, served=["4.0.0"])
     with pytest.raises(SparkKafkaConnectorError) as raised:
         resolve_connector("4.3.0", spark_jars_dir=spark_jars)
     assert fake.resolved == ["4.3.0", "4.2.0", "4.1.1"]
     message = str(raised.value)
     assert "\n" not in message and "tried 4.3.0, 4.2.0, 4.1.1" in message and "pyspark 4.3.0" in message
+
+
+def test_spark_3s_connector_is_scala_2_12s_and_spark_4s_2_13s() -> None:
+    assert spark_kafka_connector.artifact_for("3.5.9") == "spark-sql-kafka-0-10_2.12"
+    assert spark_kafka_connector.artifact_for("4.0.5") == "spark-sql-kafka-0-10_2.13"
+
+
+def test_a_lines_newest_patch_goes_back_to_the_first_release_maven_serves(monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path, spark_jars: Path) -> None:
+    # Maven Central serves Spark's connector 4.0.0, not pyspark's 4.0.5 (nor 4.0.1 to 4.0.4).
+    listed = ["3.5.7", "4.0.0", "4.0.1", "4.0.2", "4.0.3", "4.0.4", "4.0.5", "4.1.1"]
+    fake = _maven(monkeypatch, tmp_path, served=["4.0.0", "4.1.1"], listed=listed)
+    connector = resolve_connector("4.0.5", spark_jars_dir=spark_jars)
+    assert connector.version == "4.0.0" and not connector.exact
+    assert fake.resolved[0] == "4.0.5" and fake.resolved[-1] == "4.0.0"
 
 
 def test_no_fallback_to_another_major_version(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,

@@ -64,8 +64,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--source-format", choices=["kafka-eos", "kafka"], default=None,
                         help="kafka: read with Spark's own Kafka source (its connector jars: --jars, else "
                              "spark.jars.packages at pyspark's version) instead of the kit's; the sink is the kit's "
-                             "either way. Default: kafka-eos, and kafka on Spark 3.5, which lacks the Python data "
-                             "source API")
+                             "either way. Default: kafka-eos, and kafka on Spark 3.5, 4.0 and 4.1, whose Python "
+                             "sources cannot pace their batches")
     parser.add_argument("--jars", default=None,
                         help="comma-separated jars for the driver and executors (spark.jars), e.g. Spark's "
                              "Kafka connector for --source-format kafka")
@@ -161,14 +161,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.output_mode is None:
         args.output_mode = OUTPUT_MODES[args.transform][0]
     # Spark 3.5 has no Python data source API: the same job there reads with Spark's own source and
-    # writes through the foreachBatch sink, the pair that runs on every Spark the kit supports.
-    from connectors.spark.spark_versions import has_python_data_source_api
+    # writes through the foreachBatch sink, the pair that runs on every Spark the kit supports. On
+    # Spark 4.0 and 4.1 a Python source cannot pace its batches (--max-offsets-per-trigger), so the
+    # job reads with Spark's own source there too (spark_versions.py).
+    from connectors.spark.spark_versions import has_python_data_source_api, has_stream_admission_control
 
-    data_source = has_python_data_source_api()
     if args.source_format is None:
-        args.source_format = "kafka-eos" if data_source else "kafka"
+        args.source_format = "kafka-eos" if has_stream_admission_control() else "kafka"
     if args.sink_format is None:
-        args.sink_format = "kafka-eos" if data_source else "kafka-eos-foreach-batch"
+        args.sink_format = "kafka-eos" if has_python_data_source_api() else "kafka-eos-foreach-batch"
     return args
 
 

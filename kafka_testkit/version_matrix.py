@@ -1,0 +1,196 @@
+"""The version matrix of ``.ci/run``: the kit's wheel on each pyspark line, at both ends of its
+dependency ranges, on real Kafka.
+
+    python3 kafka_testkit/version_matrix.py --wheel dist/pyspark_kafka_eos-0.2.0-py3-none-any.whl --work /tmp/m
+
+For each line of :data:`LINES` (the newest patch of each), in a venv of its own:
+
+1. ``pip install`` the wheel with its ``test`` extra and ``pyspark[connect]`` of that version;
+2. **lowest**: pyarrow, pandas, confluent-kafka and kafka-python pinned to the lowest versions both
+   the kit's ranges and that pyspark allow (:func:`lowest_pins`, run in the venv: it reads the
+   installed metadata), then the compact set, ``KAFKA_EOS_INTEGRATION=versions``
+   (integration_tests/conftest.py's ``VERSION_SET``: the quick start, a driver SIGKILL mid-commit,
+   executor task failures, Spark's own source feeding the sink, and on 4.x ``format("kafka-eos")``
+   both ways);
+3. **highest**: the same four upgraded to the newest the ranges allow, then the quick starts
+   (``-k quickstart``). Not on 4.3, whose highest ends are the main suite's (README command 2).
+
+The tests import the installed wheel, not the checkout: pytest's ``pythonpath`` is replaced by a
+folder that holds only the test kit. Spark's Kafka connector of each line comes from Maven
+Central (``spark_kafka_connector.py``), the brokers too. Prints one line per run and a table, and
+exits 1 if any run failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+#: The pyspark lines CI runs, newest patch of each; 4.3 also runs the main suite.
+LINES = ("3.5.9", "4.0.5", "4.1.4", "4.2.1", "4.3.0")
+#: The line whose highest ends are the main suite's.
+MAIN_SUITE_LINE = "4.3.0"
+#: The dependencies whose range ends are tested on each line.
+ENDS = ("pyarrow", "pandas", "confluent-kafka", "kafka-python")
+#: What a line needs beyond the kit's ranges and pyspark's own, which pip cannot see: pyarrow 26
+#: needs NumPy 2, which pyspark 3.5's connect extra keeps below 2 (pyarrow declares no numpy
+#: requirement; connectors/spark/spark_versions.py refuses the pair in one line).
+LINE_CONSTRAINTS = {"3.5": ("pyarrow<26",)}
+#: The kit's distribution, and pyspark's extra the tests install (Spark Connect's client).
+KIT = "pyspark-kafka-eos"
+PYSPARK_EXTRA = "connect"
+
+
+@dataclass
+class Run:
+    line: str
+    end: str
+    suite: str
+    versions: dict[str, str] = field(default_factory=dict)
+    code: int | None = None
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.code == 0
+
+    def line_of_report(self) -> str:
+        versions = ", ".join(f"{name} {version}" for name, version in self.versions.items())
+        outcome = "passed" if self.passed else f"FAILED (exit {self.code})"
+        return f"pyspark {self.line}, {self.end} ends ({versions}): {self.suite} {outcome} in {self.seconds:.0f} s"
+
+
+def lowest_pins() -> list[str]:
+    """In a venv with the kit and pyspark installed: ``name==version`` for each of :data:`ENDS`,
+    the highest of the lower bounds that the kit (any extra) and pyspark (its connect extra)
+    declare for it."""
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    bounds: dict[str, list[Version]] = {name: [] for name in ENDS}
+    declared = [(KIT, None), ("pyspark", PYSPARK_EXTRA)]
+    for distribution, extra in declared:
+        for text in importlib.metadata.requires(distribution) or []:
+            requirement = Requirement(text)
+            name = requirement.name.lower()
+            if name not in bounds:
+                continue
+            if extra is not None and requirement.marker is not None \
+                    and not requirement.marker.evaluate({"extra": extra}):
+                continue
+            bounds[name] += [Version(spec.version) for spec in requirement.specifier
+                             if spec.operator in (">=", "==", "~=")]
+    missing = [name for name, found in bounds.items() if not found]
+    if missing:
+        raise SystemExit(f"version matrix: no lower bound declared for {', '.join(missing)}: the kit's ranges must "
+                         "name one for each dependency whose ends are tested")
+    return [f"{name}=={max(found)}" for name, found in bounds.items()]
+
+
+def _constraints(line: str) -> list[str]:
+    return list(LINE_CONSTRAINTS.get(".".join(line.split(".")[:2]), ()))
+
+
+def _pip(python: Path, *args: str) -> None:
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args], check=True)
+
+
+def _installed(python: Path) -> dict[str, str]:
+    script = ("import importlib.metadata as m, json, sys; "
+              f"print(json.dumps({{n: m.version(n) for n in {['pyspark', *ENDS]!r}}}))")
+    out = subprocess.run([str(python), "-c", script], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def _imported_kit(python: Path, cwd: Path) -> str:
+    out = subprocess.run([str(python), "-c", "import connectors; print(connectors.__file__)"], check=True,
+                         capture_output=True, text=True, cwd=cwd).stdout.strip()
+    if str(REPO) in out:
+        raise SystemExit(f"version matrix: the venv imports the checkout's kit ({out}), not the wheel")
+    return out
+
+
+def _pytest(python: Path, test_kit_path: Path, keyword: str | None) -> int:
+    command = [str(python), "-m", "pytest", "integration_tests", "-p", "no:cacheprovider", "-q",
+               "-o", f"pythonpath={test_kit_path}", "-rfEsxXp", "-W", "ignore::DeprecationWarning"]
+    if keyword:
+        command += ["-k", keyword]
+    environment = {**os.environ, "KAFKA_EOS_INTEGRATION": "versions", "KAFKA_EOS_REQUIRE_SERVERS": "1",
+                   "PYTHONPATH": str(test_kit_path)}
+    return subprocess.run(command, cwd=REPO, env=environment).returncode
+
+
+def run_line(line: str, wheel: Path, work: Path, test_kit_path: Path) -> list[Run]:
+    venv = work / f"pyspark-{line}"
+    python = venv / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    base = [f"{wheel}[test]", f"pyspark[{PYSPARK_EXTRA}]=={line}", *_constraints(line)]
+    _pip(python, *base)
+    pins = subprocess.run([str(python), str(Path(__file__).resolve()), "lowest-pins"], check=True,
+                          capture_output=True, text=True).stdout.split()
+    _pip(python, *base, *pins)
+    print(f"version matrix: pyspark {line}: the kit from {_imported_kit(python, work)}", flush=True)
+    ends = [("lowest", "the compact set", None)]
+    if line != MAIN_SUITE_LINE:
+        ends.append(("highest", "the quick starts", "quickstart"))
+    runs = []
+    for end, suite, keyword in ends:
+        if end == "highest":
+            _pip(python, "--upgrade", *base, *ENDS)
+        run = Run(line, end, suite, _installed(python))
+        print(f"version matrix: pyspark {line}, {end} ends: {run.versions}", flush=True)
+        started = time.monotonic()
+        run.code = _pytest(python, test_kit_path, keyword)
+        run.seconds = time.monotonic() - started
+        print(f"version matrix: {run.line_of_report()}", flush=True)
+        runs.append(run)
+    return runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="version_matrix", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command")
+    commands.add_parser("lowest-pins", help="(in a matrix venv) print the lowest pins of the tested dependencies")
+    parser.add_argument("--wheel", type=Path, help="the kit's wheel, as .ci/run built it")
+    parser.add_argument("--work", type=Path, help="a folder for the venvs")
+    parser.add_argument("--lines", default=",".join(LINES),
+                        help=f"comma-separated pyspark versions (default: {','.join(LINES)})")
+    args = parser.parse_args(argv)
+    if args.command == "lowest-pins":
+        print(" ".join(lowest_pins()))
+        return 0
+    if args.wheel is None or not args.wheel.is_file() or args.work is None:
+        parser.error("--wheel (an existing wheel file) and --work are required")
+    args.work.mkdir(parents=True, exist_ok=True)
+    test_kit_path = args.work / "test-kit-path"
+    test_kit_path.mkdir(exist_ok=True)
+    link = test_kit_path / "kafka_testkit"
+    if not link.exists():
+        link.symlink_to(REPO / "kafka_testkit")
+    runs: list[Run] = []
+    for line in args.lines.split(","):
+        try:
+            runs += run_line(line.strip(), args.wheel.resolve(), args.work, test_kit_path)
+        except subprocess.CalledProcessError as exc:
+            print(f"version matrix: pyspark {line}: {' '.join(map(str, exc.cmd))} exited {exc.returncode}", flush=True)
+            runs.append(Run(line, "setup", "the venv", code=exc.returncode))
+        finally:
+            shutil.rmtree(args.work / f"pyspark-{line.strip()}", ignore_errors=True)  # a GB each
+    print("version matrix:")
+    for run in runs:
+        print(f"  {run.line_of_report()}")
+    return 0 if runs and all(run.passed for run in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
