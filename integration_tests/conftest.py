@@ -221,7 +221,7 @@ CI_SET = (
 #: those with the Python data source API (4.x: ``format("kafka-eos")``).
 VERSION_SET = (
     # The one-line refusal on 3.5, or the format on 4.x; the example job's defaults on each.
-    ("test_spark_versions.py::", "every"),
+    ("test_format_by_spark_version.py::", "every"),
     # The quick start: Spark's own source feeding the foreachBatch sink; and the format both ways.
     ("test_quickstart_on_real_kafka.py::test_a_quickstart_script_is_exactly_once_on_real_kafka[spark-source]", "every"),
     ("test_quickstart_on_real_kafka.py::test_a_quickstart_script_is_exactly_once_on_real_kafka[kafka-eos]", "format"),

@@ -1,6 +1,6 @@
 """What each Spark release offers the kit (connectors/spark/spark_versions.py): the one-line
 refusals, on a fake session and fake package metadata. The refusals on a real Spark 3.5, and each
-release's features on real Kafka, are the version matrix's (integration_tests/test_spark_versions.py,
+release's features on real Kafka, are the version matrix's (integration_tests/test_format_by_spark_version.py,
 which .ci/run runs in a venv of each pyspark line)."""
 
 from __future__ import annotations
