@@ -217,18 +217,23 @@ CI_SET = (
 #: The version matrix's compact set: what .ci/run runs (kafka_testkit/version_matrix.py) in a venv of
 #: each other pyspark line, and of pyspark 4.3 at the lowest dependencies its ranges allow
 #: (``KAFKA_EOS_INTEGRATION=versions``). The full suite runs on 4.3 at the highest. Each entry says
-#: which Spark it runs on: every one (3.5 too: Spark's own source and the foreachBatch sink), or
-#: those with the Python data source API (4.x: ``format("kafka-eos")``).
+#: which Spark it runs on: every one (3.5 too: Spark's own source and the foreachBatch sink), those
+#: with the Python data source API (``format``: 4.x, ``format("kafka-eos")``), or those without it
+#: (``no-format``: 3.5).
 VERSION_SET = (
     # The one-line refusal on 3.5, or the format on 4.x; the example job's defaults on each.
     ("test_format_by_spark_version.py::", "every"),
     # The quick start: Spark's own source feeding the foreachBatch sink; and the format both ways.
     ("test_quickstart_on_real_kafka.py::test_a_quickstart_script_is_exactly_once_on_real_kafka[spark-source]", "every"),
     ("test_quickstart_on_real_kafka.py::test_a_quickstart_script_is_exactly_once_on_real_kafka[kafka-eos]", "format"),
-    # A driver SIGKILL mid-commit and executor task failures, on the sink each Spark runs by default
-    # behind Spark's own source (the format on 4.x, the foreachBatch sink on 3.5).
+    # A driver SIGKILL mid-commit: Spark's own source into the foreachBatch sink on 3.5; the format
+    # both ways on 4.x. (Spark's source of 4.1, connector 4.1.1 (the newest 4.1 Maven Central serves),
+    # fails every restarted query on its replayed batch, SPARK-55271: docs/where-it-runs.md.)
     ("test_spark_kafka_source.py::test_spark_kafka_source_driver_killed_and_restarted_is_exactly_once[mid_commit]",
-     "every"),
+     "no-format"),
+    ("test_exactly_once_spark.py::test_one_batch_killed_mid_commit_and_restarted_is_exactly_once", "format"),
+    # Executor task failures behind Spark's own source, on the sink each Spark runs by default (the
+    # format on 4.x, the foreachBatch sink on 3.5).
     ("test_spark_kafka_source.py::test_spark_kafka_source_with_executor_task_failures_is_exactly_once", "every"),
 )
 
@@ -256,7 +261,7 @@ def _in_ci_set(item: pytest.Item) -> bool:
 def _in_version_set(item: pytest.Item) -> bool:
     from connectors.spark.spark_versions import has_python_data_source_api
 
-    runs_here = ("every", "format") if has_python_data_source_api() else ("every",)
+    runs_here = ("every", "format") if has_python_data_source_api() else ("every", "no-format")
     return any(_matches(_node(item), entry) and spark in runs_here for entry, spark in VERSION_SET)
 
 

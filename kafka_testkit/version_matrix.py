@@ -13,7 +13,12 @@ For each line of :data:`LINES` (the newest patch of each), in a venv of its own:
    executor task failures, Spark's own source feeding the sink, and on 4.x ``format("kafka-eos")``
    both ways);
 3. **highest**: the same four upgraded to the newest the ranges allow, then the quick starts
-   (``-k quickstart``). Not on 4.3, whose highest ends are the main suite's (README command 2).
+   (``-k quickstart``).
+
+On 4.3, whose highest ends (and every fault) are the main suite's (README command 2), only the
+quick starts run, at the lowest ends. With ``--kafka-eos`` (an installed ``kafka-eos``), one broker
+started by ``kafka-eos broker`` serves every run, and is stopped by its PID at the end, also on
+failure; without it each run's tests start their own.
 
 The tests import the installed wheel, not the checkout: pytest's ``pythonpath`` is replaced by a
 folder that holds only the test kit. Spark's Kafka connector of each line comes from Maven
@@ -27,6 +32,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -120,17 +126,49 @@ def _imported_kit(python: Path, cwd: Path) -> str:
     return out
 
 
-def _pytest(python: Path, test_kit_path: Path, keyword: str | None) -> int:
+def _pytest(python: Path, test_kit_path: Path, keyword: str | None, bootstrap: str | None) -> int:
     command = [str(python), "-m", "pytest", "integration_tests", "-p", "no:cacheprovider", "-q",
                "-o", f"pythonpath={test_kit_path}", "-rfEsxXp", "-W", "ignore::DeprecationWarning"]
     if keyword:
         command += ["-k", keyword]
     environment = {**os.environ, "KAFKA_EOS_INTEGRATION": "versions", "KAFKA_EOS_REQUIRE_SERVERS": "1",
                    "PYTHONPATH": str(test_kit_path)}
+    if bootstrap:
+        environment["KAFKA_BOOTSTRAP_SERVERS"] = bootstrap
     return subprocess.run(command, cwd=REPO, env=environment).returncode
 
 
-def run_line(line: str, wheel: Path, work: Path, test_kit_path: Path) -> list[Run]:
+class Broker:
+    """One Kafka for every run: ``kafka-eos broker``, stopped by its PID (SIGTERM: it stops its
+    Kafka, then exits)."""
+
+    def __init__(self, kafka_eos: Path, work: Path) -> None:
+        self._file = work / "bootstrap"
+        self._file.unlink(missing_ok=True)
+        self._log = open(work / "broker.log", "w")  # noqa: SIM115 - closed in stop()
+        self._process = subprocess.Popen([str(kafka_eos), "broker", "--bootstrap-file", str(self._file)],
+                                         stdout=self._log, stderr=subprocess.STDOUT)
+
+    def wait(self) -> str:
+        deadline = time.monotonic() + 300  # a bound for a failure: Kafka from Maven Central, once
+        while time.monotonic() < deadline and self._process.poll() is None:
+            if self._file.is_file() and self._file.read_text().strip():
+                return self._file.read_text().strip()
+            time.sleep(1)
+        raise SystemExit(f"version matrix: kafka-eos broker did not start; see {self._log.name}")
+
+    def stop(self) -> None:
+        if self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(60)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._log.close()
+
+
+def run_line(line: str, wheel: Path, work: Path, test_kit_path: Path, bootstrap: str | None) -> list[Run]:
     venv = work / f"pyspark-{line}"
     python = venv / "bin" / "python"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -140,9 +178,10 @@ def run_line(line: str, wheel: Path, work: Path, test_kit_path: Path) -> list[Ru
                           capture_output=True, text=True).stdout.split()
     _pip(python, *base, *pins)
     print(f"version matrix: pyspark {line}: the kit from {_imported_kit(python, work)}", flush=True)
-    ends = [("lowest", "the compact set", None)]
-    if line != MAIN_SUITE_LINE:
-        ends.append(("highest", "the quick starts", "quickstart"))
+    if line == MAIN_SUITE_LINE:
+        ends = [("lowest", "the quick starts", "quickstart")]
+    else:
+        ends = [("lowest", "the compact set", None), ("highest", "the quick starts", "quickstart")]
     runs = []
     for end, suite, keyword in ends:
         if end == "highest":
@@ -150,7 +189,7 @@ def run_line(line: str, wheel: Path, work: Path, test_kit_path: Path) -> list[Ru
         run = Run(line, end, suite, _installed(python))
         print(f"version matrix: pyspark {line}, {end} ends: {run.versions}", flush=True)
         started = time.monotonic()
-        run.code = _pytest(python, test_kit_path, keyword)
+        run.code = _pytest(python, test_kit_path, keyword, bootstrap)
         run.seconds = time.monotonic() - started
         print(f"version matrix: {run.line_of_report()}", flush=True)
         runs.append(run)
@@ -163,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("lowest-pins", help="(in a matrix venv) print the lowest pins of the tested dependencies")
     parser.add_argument("--wheel", type=Path, help="the kit's wheel, as .ci/run built it")
     parser.add_argument("--work", type=Path, help="a folder for the venvs")
+    parser.add_argument("--kafka-eos", type=Path,
+                        help="an installed kafka-eos command, to start one broker for every run")
     parser.add_argument("--lines", default=",".join(LINES),
                         help=f"comma-separated pyspark versions (default: {','.join(LINES)})")
     args = parser.parse_args(argv)
@@ -177,15 +218,24 @@ def main(argv: list[str] | None = None) -> int:
     link = test_kit_path / "kafka_testkit"
     if not link.exists():
         link.symlink_to(REPO / "kafka_testkit")
+    # A CI timeout's SIGTERM unwinds as an exit, so the broker is stopped on the way out.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     runs: list[Run] = []
-    for line in args.lines.split(","):
-        try:
-            runs += run_line(line.strip(), args.wheel.resolve(), args.work, test_kit_path)
-        except subprocess.CalledProcessError as exc:
-            print(f"version matrix: pyspark {line}: {' '.join(map(str, exc.cmd))} exited {exc.returncode}", flush=True)
-            runs.append(Run(line, "setup", "the venv", code=exc.returncode))
-        finally:
-            shutil.rmtree(args.work / f"pyspark-{line.strip()}", ignore_errors=True)  # a GB each
+    broker = Broker(args.kafka_eos, args.work) if args.kafka_eos else None
+    try:
+        bootstrap = broker.wait() if broker else None
+        for line in args.lines.split(","):
+            try:
+                runs += run_line(line.strip(), args.wheel.resolve(), args.work, test_kit_path, bootstrap)
+            except subprocess.CalledProcessError as exc:
+                print(f"version matrix: pyspark {line}: {' '.join(map(str, exc.cmd))} exited {exc.returncode}",
+                      flush=True)
+                runs.append(Run(line, "setup", "the venv", code=exc.returncode))
+            finally:
+                shutil.rmtree(args.work / f"pyspark-{line.strip()}", ignore_errors=True)  # a GB each
+    finally:
+        if broker:
+            broker.stop()
     print("version matrix:")
     for run in runs:
         print(f"  {run.line_of_report()}")

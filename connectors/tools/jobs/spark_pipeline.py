@@ -60,7 +60,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--hold-until", default=None, metavar="FILE",
                         help="with --bounded: once the input is processed, wait until FILE exists before "
                              "exiting (kafka-eos replay uses it to land timed faults on a running job)")
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=200_000)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=200_000,
+                        help="maxOffsetsPerTrigger of the source; 0: none, each batch reads all that is "
+                             "available (what the kit's source does on Spark 4.0 and 4.1, which refuse the option)")
     parser.add_argument("--source-format", choices=["kafka-eos", "kafka"], default=None,
                         help="kafka: read with Spark's own Kafka source (its connector jars: --jars, else "
                              "spark.jars.packages at pyspark's version) instead of the kit's; the sink is the kit's "
@@ -237,8 +239,9 @@ def build_query(spark, args: argparse.Namespace):  # type: ignore[no-untyped-def
         .options(**kafka_options(args))
         .option("subscribe", args.input)
         .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
     )
+    if args.max_offsets_per_trigger:
+        source = source.option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
     if args.source_format == "kafka":
         # Spark's source reads read_uncommitted by default: records of aborted input transactions
         # would reach the output. Its offsets in Spark's offset log are what makes a replay exact.
