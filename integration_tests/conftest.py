@@ -235,6 +235,9 @@ VERSION_SET = (
     # Executor task failures behind Spark's own source, on the sink each Spark runs by default (the
     # format on 4.x, the foreachBatch sink on 3.5).
     ("test_spark_kafka_source.py::test_spark_kafka_source_with_executor_task_failures_is_exactly_once", "every"),
+    # Spark Connect (3.5 has it too): Spark's own source into the foreachBatch sink.
+    ("test_spark_connect.py::test_sparks_own_source_into_the_foreach_batch_sink_over_spark_connect_is_exactly_once",
+     "every"),
 )
 
 

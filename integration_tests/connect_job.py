@@ -5,7 +5,8 @@ with one of the kit's APIs:
 
 - ``sink``: ``readStream.format(<--source-format>)`` -> ``writeStream.format("kafka-eos")``;
 - ``foreach-batch``: the same stream through ``exactly_once_foreach_batch`` with the query's
-  ``checkpointLocation`` (what binds its state to the query on Connect);
+  ``checkpointLocation`` (what binds its state to the query on Connect); with ``--source-format
+  kafka``, read by Spark's own source, the pair that runs on Spark 3.5;
 - ``batch``: ``spark.read.format("kafka-eos")`` -> ``df.write.format("kafka-eos").mode("append")``.
 
 Streaming runs with ``Trigger.AvailableNow``: it processes what the input holds now, then stops.
@@ -31,6 +32,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--state-dir", help="eos.stateDir (batch: required on a cluster)")
     parser.add_argument("--api", choices=["sink", "foreach-batch", "batch"], default="sink")
     parser.add_argument("--max-offsets-per-trigger", type=int, default=500)
+    parser.add_argument("--source-format", choices=["kafka-eos", "kafka"], default="kafka-eos",
+                        help="kafka: Spark's own source (its jars on the server), as on Spark 3.5")
     return parser.parse_args(argv)
 
 
@@ -44,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     from connectors.spark import register
 
     spark = SparkSession.builder.remote(args.remote).create()
-    register(spark)
+    if args.source_format == "kafka-eos" or args.api != "foreach-batch":
+        register(spark)  # the foreachBatch sink needs no data source: Spark's source feeds it on 3.5
     # The tests kill the server at mid_commit, between a batch's first EndTxn and the rest: a batch
     # needs two transactions or more, so the source plans one task per Kafka partition.
     kafka = {"kafka.bootstrap.servers": args.bootstrap}
@@ -62,7 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
         return 0
 
-    stream = (spark.readStream.format("kafka-eos").options(**kafka, **one_task_per_partition)
+    source_options = one_task_per_partition if args.source_format == "kafka-eos" else {
+        # Spark's source reads read_uncommitted by default: aborted input would reach the output.
+        "kafka.isolation.level": "read_committed"}
+    stream = (spark.readStream.format(args.source_format).options(**kafka, **source_options)
               .option("subscribe", args.input)
               .option("startingOffsets", "earliest")
               .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger)).load())

@@ -69,10 +69,10 @@ def connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def start_client(url: str, bootstrap: str, source: str, sink: str, checkpoint: Path, state_dir: Path | None,
-                 api: str) -> subprocess.Popen[str]:
+                 api: str, source_format: str = "kafka-eos") -> subprocess.Popen[str]:
     command = [sys.executable, str(JOB), "--remote", url, "--bootstrap", bootstrap, "--input", source,
                "--output", sink, "--checkpoint-dir", str(checkpoint), "--api", api,
-               "--max-offsets-per-trigger", str(BATCH)]
+               "--max-offsets-per-trigger", str(BATCH), "--source-format", source_format]
     if state_dir is not None:
         command += ["--state-dir", str(state_dir)]
     environment = {k: v for k, v in os.environ.items() if k not in (failpoints.ENV_VAR, "SPARK_REMOTE")}
@@ -96,6 +96,29 @@ def test_each_api_over_spark_connect_is_exactly_once(kafka_bootstrap, kafka_clie
     assert_exactly_once(read_committed_values(kafka_clients, sink), ids, copied_id)
     if api != "batch":
         assert (tmp_path / "checkpoint" / "kafka-eos").is_dir(), "the state is not in <checkpointLocation>/kafka-eos"
+
+
+def test_sparks_own_source_into_the_foreach_batch_sink_over_spark_connect_is_exactly_once(
+        kafka_bootstrap, kafka_clients, unique_name, tmp_path, spark_kafka_jars):
+    """The pair that runs on every Spark from 3.5 on, over Connect (3.5 has Connect, not the Python
+    data source API): Spark's connector on a server of its own, the foreachBatch sink bound to the
+    query by its checkpointLocation. The version matrix runs it on every pyspark line."""
+    source, sink, ids = topics_with_orders(kafka_clients, unique_name, RECORDS)
+    from kafka_testkit.spark_connect_server import SparkConnectServer, SparkConnectServerError
+
+    server = SparkConnectServer(tmp_path / "server", jars=spark_kafka_jars.split(","))
+    try:
+        try:
+            url = server.start()
+        except SparkConnectServerError as exc:
+            pytest.skip(f"no Spark Connect server: {str(exc).splitlines()[0]}")
+        done = run_client(url, kafka_bootstrap, source, sink, tmp_path / "checkpoint", None, "foreach-batch", "kafka")
+        assert done.returncode == 0, done.stderr[-4000:]
+    finally:
+        server.stop()
+    wait_until_stable(kafka_clients, sink)
+    assert_exactly_once(read_committed_values(kafka_clients, sink), ids, copied_id)
+    assert (tmp_path / "checkpoint" / "kafka-eos").is_dir(), "the state is not in <checkpointLocation>/kafka-eos"
 
 
 @pytest.mark.parametrize("api", ["sink", "foreach-batch"])

@@ -1,7 +1,8 @@
 """A throwaway Spark Connect server on loopback, started from the installed pyspark.
 
 ``SparkConnectServer(work_dir).start()`` runs ``bin/spark-submit --class
-org.apache.spark.sql.connect.service.SparkConnectServer`` of the pyspark package (what
+org.apache.spark.sql.connect.service.SparkConnectServer`` of the pyspark package (on Spark 3.5, whose
+pyspark lacks the server, with its jar from Maven Central: :func:`connect_server_jar`) (what
 ``sbin/start-connect-server.sh --wait`` runs, without its daemon wrapper, whose PID file names a
 shell) on ``local[N]`` with the gRPC endpoint bound to 127.0.0.1, and returns its URL
 (``sc://127.0.0.1:<port>``) once a Connect client gets an answer from it.
@@ -50,6 +51,24 @@ class SparkConnectServerError(RuntimeError):
     """The server could not be started (the message carries the tail of its log)."""
 
 
+def connect_server_jar() -> Path:
+    """Spark Connect's server for a pyspark that lacks it (Spark 3.5 ships it apart, as
+    ``spark-connect_2.12``, a shaded jar): from Maven Central, at the version of Spark's Kafka
+    connector found for this pyspark (both are released together; 3.5.9's are not served, 3.5.7's
+    are)."""
+    from connectors.tools.brokers.maven_artifacts import MavenUnavailableError, resolve_jars
+    from kafka_testkit.spark_kafka_connector import resolve_connector
+
+    try:
+        version = resolve_connector().version
+        scala = "2.12" if version.startswith("3.") else "2.13"
+        return resolve_jars([f"org.apache.spark:spark-connect_{scala}:{version}"], f"spark-connect-{version}",
+                            transitive=False).jars[0]
+    except MavenUnavailableError as exc:
+        raise SparkConnectServerError(f"this pyspark has no Spark Connect server, and Maven Central gave none: "
+                                      f"{exc}") from exc
+
+
 class SparkConnectServer:
     """One Spark Connect server JVM. Use as a context manager, or ``start()`` and ``stop()``."""
 
@@ -87,9 +106,9 @@ class SparkConnectServer:
         submit = self.spark_home / "bin" / "spark-submit"
         if not submit.is_file():
             raise SparkConnectServerError(f"{submit} is missing: is pyspark installed with its Spark distribution?")
+        jars = list(self.jars)
         if not list((self.spark_home / "jars").glob("spark-connect_*.jar")):
-            raise SparkConnectServerError(f"no spark-connect_*.jar in {self.spark_home / 'jars'}: this pyspark "
-                                          "has no Spark Connect server")
+            jars.append(str(connect_server_jar()))
         if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
             raise SparkConnectServerError("no Java runtime: neither 'java' on PATH nor JAVA_HOME is set")
         if self.failpoints:
@@ -107,8 +126,8 @@ class SparkConnectServer:
                    "--conf", "spark.ui.enabled=false",
                    "--conf", f"spark.pyspark.python={self.python}",
                    "--conf", f"spark.pyspark.driver.python={self.python}"]
-        if self.jars:
-            command += ["--jars", ",".join(self.jars)]
+        if jars:
+            command += ["--jars", ",".join(jars)]
         for name, value in self.conf.items():
             command += ["--conf", f"{name}={value}"]
         # The shell records its own PID as the kill group, then exec's into spark-submit, which
