@@ -21,13 +21,26 @@ class Anomaly:
     checked: bool = True
 
 
+@dataclass
 class AnomalyReport:
-    """What a verification's report (a dataclass with ``anomalies`` and an ``exactly_once``
-    verdict) answers alike for a copy and a shape: the records an anomaly affects, and its JSON."""
+    """What a verification's report holds and answers alike for a copy (``verify.VerifyReport``)
+    and a shape (``shape_checks.ShapeReport``): where it read, what it counted and found, the
+    records an anomaly affects, the verdict, and its JSON."""
 
+    bootstrap_servers: str
+    input_topic: str
+    output_topic: str
+    id_field: str
+    output_id_field: str
+    counts: dict[str, int]
     anomalies: dict[str, Anomaly]
-    #: Each report's own verdict (a property of the report).
-    exactly_once: bool
+    warnings: list[str]
+
+    @property
+    def exactly_once(self) -> bool:
+        """No checked anomaly affects an id or a record, and every output record was identified."""
+        return (all(a.ids == 0 and a.records == 0 for a in self.anomalies.values() if a.checked)
+                and self.counts["output_unidentified"] == 0)
 
     def count(self, anomaly: str) -> int:
         """Records affected by an anomaly (0 when it was not checked)."""
@@ -35,6 +48,6 @@ class AnomalyReport:
         return found.records if found is not None and found.checked else 0
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)  # type: ignore[call-overload]
+        data = asdict(self)
         data["exactly_once"] = self.exactly_once
         return data

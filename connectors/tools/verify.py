@@ -139,19 +139,7 @@ class IdSpec:
 
 @dataclass
 class VerifyReport(AnomalyReport):
-    bootstrap_servers: str
-    input_topic: str
-    output_topic: str
-    id_field: str
-    output_id_field: str
-    counts: dict[str, int]
-    anomalies: dict[str, Anomaly]
-    warnings: list[str]
-
-    @property
-    def exactly_once(self) -> bool:
-        return (all(a.ids == 0 and a.records == 0 for a in self.anomalies.values() if a.checked)
-                and self.counts["output_unidentified"] == 0)
+    """The report of a copy: every input id once in the output."""
 
     def summary_lines(self) -> list[str]:
         """A human summary, one line per fact; the verdict first."""
@@ -702,5 +690,5 @@ def verify_shape(
     if out_unidentified:
         warnings.append(f"{out_unidentified} output records cannot be read as the shape {shape} "
                         f"(first: {out_first})")
-    return shape_checks.ShapeReport(clients.bootstrap_servers, input_topic, output_topic, shape, str(spec),
-                                    str(out_spec), counts, result.anomalies, warnings)
+    return shape_checks.ShapeReport(clients.bootstrap_servers, input_topic, output_topic, str(spec), str(out_spec),
+                                    counts, result.anomalies, warnings, shape=shape)
