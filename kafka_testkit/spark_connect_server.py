@@ -56,14 +56,14 @@ def connect_server_jar() -> Path:
     ``spark-connect_2.12``, a shaded jar): from Maven Central, at the version of Spark's Kafka
     connector found for this pyspark (both are released together; 3.5.9's are not served, 3.5.7's
     are)."""
+    from connectors.spark.spark_versions import scala_binary_version
     from connectors.tools.brokers.maven_artifacts import MavenUnavailableError, resolve_jars
     from kafka_testkit.spark_kafka_connector import resolve_connector
 
     try:
         version = resolve_connector().version
-        scala = "2.12" if version.startswith("3.") else "2.13"
-        return resolve_jars([f"org.apache.spark:spark-connect_{scala}:{version}"], f"spark-connect-{version}",
-                            transitive=False).jars[0]
+        return resolve_jars([f"org.apache.spark:spark-connect_{scala_binary_version(version)}:{version}"],
+                            f"spark-connect-{version}", transitive=False).jars[0]
     except MavenUnavailableError as exc:
         raise SparkConnectServerError(f"this pyspark has no Spark Connect server, and Maven Central gave none: "
                                       f"{exc}") from exc

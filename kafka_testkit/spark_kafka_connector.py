@@ -45,9 +45,8 @@ from connectors.tools.brokers.maven_artifacts import (
 log = logging.getLogger(__name__)
 
 GROUP = "org.apache.spark"
-#: The connector's artifact for Scala 2.13 (Spark 4), and for Scala 2.12 (Spark 3.5's pyspark).
-ARTIFACT = "spark-sql-kafka-0-10_2.13"
-ARTIFACT_SCALA_2_12 = "spark-sql-kafka-0-10_2.12"
+#: The connector's artifact, without its Scala suffix (``_2.13``, or ``_2.12`` on Spark 3.5).
+ARTIFACT_STEM = "spark-sql-kafka-0-10"
 #: How many versions are tried in all (the exact one first): each failed try costs an ``mvn`` run,
 #: once (the pick is remembered). Enough to go back from a line's newest patch to its first release:
 #: Maven Central serves 4.0.0 and 4.1.1 of the connector, not pyspark's 4.0.5 and 4.1.4.
@@ -150,8 +149,10 @@ def split_clashing(jars: Iterable[Path], spark_jars_dir: Path | None) -> tuple[t
 
 
 def artifact_for(version: str) -> str:
-    """The connector's artifact for a Spark version: pyspark 3.x's jars are Scala 2.12, 4.x's 2.13."""
-    return ARTIFACT_SCALA_2_12 if version.split(".")[0] == "3" else ARTIFACT
+    """The connector's artifact for a Spark version, for the Scala of that Spark's jars."""
+    from connectors.spark.spark_versions import scala_binary_version
+
+    return f"{ARTIFACT_STEM}_{scala_binary_version(version)}"
 
 
 def _coordinates(version: str) -> list[str]:

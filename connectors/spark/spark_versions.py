@@ -33,6 +33,8 @@ PYTHON_DATA_SOURCE_SINCE = (4, 0)
 #: The first with read limits and Trigger.AvailableNow for a Python streaming source
 #: (``pyspark.sql.streaming.datasource``): maxOffsetsPerTrigger, minOffsetsPerTrigger.
 STREAM_ADMISSION_CONTROL_SINCE = (4, 2)
+#: The first Spark whose jars are built for Scala 2.13 only.
+SCALA_2_13_SINCE = (4, 0)
 
 
 def release(version: str) -> tuple[int, int]:
@@ -41,6 +43,12 @@ def release(version: str) -> tuple[int, int]:
     if match is None:
         raise UnsupportedSparkError(f"version {version!r} is not a release number")
     return int(match.group(1)), int(match.group(2))
+
+
+def scala_binary_version(spark_version: str) -> str:
+    """The Scala of a Spark line's jars, which Spark's Maven artifacts carry in their names
+    (``spark-sql-kafka-0-10_2.13``): 2.12 for pyspark 3.x, 2.13 for 4.x."""
+    return "2.12" if release(spark_version) < SCALA_2_13_SINCE else "2.13"
 
 
 def check_installed_packages() -> None:
@@ -102,5 +110,6 @@ def require_python_data_source(spark: SparkSession | None = None) -> None:
             "connectors.spark.foreach_batch.exactly_once_foreach_batch (examples/quickstart_spark_source.py)")
 
 
-__all__ = ["PYTHON_DATA_SOURCE_SINCE", "STREAM_ADMISSION_CONTROL_SINCE", "check_installed_packages",
-           "has_arrow_stream_writer", "has_python_data_source_api", "has_stream_admission_control", "release", "require_python_data_source"]
+__all__ = ["PYTHON_DATA_SOURCE_SINCE", "SCALA_2_13_SINCE", "STREAM_ADMISSION_CONTROL_SINCE",
+           "check_installed_packages", "has_arrow_stream_writer", "has_python_data_source_api",
+           "has_stream_admission_control", "release", "require_python_data_source", "scala_binary_version"]

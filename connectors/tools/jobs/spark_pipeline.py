@@ -180,8 +180,9 @@ def spark_kafka_package() -> str:
     when no ``--jars`` give it: Scala 2.12 for Spark 3.5's pyspark, 2.13 for Spark 4's."""
     import pyspark
 
-    scala = "2.12" if pyspark.__version__.startswith("3.") else "2.13"
-    return f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{pyspark.__version__}"
+    from connectors.spark.spark_versions import scala_binary_version
+
+    return f"org.apache.spark:spark-sql-kafka-0-10_{scala_binary_version(pyspark.__version__)}:{pyspark.__version__}"
 
 
 def options_file(path: str) -> dict[str, str]:

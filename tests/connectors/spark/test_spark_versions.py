@@ -74,3 +74,8 @@ def test_release_numbers():
     assert spark_versions.release("4.1.0.dev2") == (4, 1)
     with pytest.raises(UnsupportedSparkError, match="not a release number"):
         spark_versions.release("master")
+
+
+def test_the_scala_of_each_spark_lines_jars():
+    assert spark_versions.scala_binary_version("3.5.9") == "2.12"
+    assert spark_versions.scala_binary_version("4.0.5") == "2.13"
