@@ -271,11 +271,12 @@ def _in_ci_set(item: pytest.Item) -> bool:
     return any(_matches(_node(item), entry) for entry in CI_SET)
 
 
-def _in_version_set(item: pytest.Item) -> bool:
+def _version_set_here() -> tuple[str, ...]:
+    """The VERSION_SET entries that run on the installed Spark."""
     from connectors.spark.spark_versions import has_python_data_source_api
 
     runs_here = ("every", "format") if has_python_data_source_api() else ("every", "no-format")
-    return any(_matches(_node(item), entry) and spark in runs_here for entry, spark in VERSION_SET)
+    return tuple(entry for entry, spark in VERSION_SET if spark in runs_here)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -284,9 +285,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # the version matrix gets its compact set, and nothing else.
     suite = _suite()
     every = suite == "all" or (suite == "ci" and bool(config.option.file_or_dir))
+    version_set = _version_set_here() if suite == "versions" else ()
     kept, left_out = [], []
     for item in items:
-        if suite == "versions" and not _in_version_set(item):
+        if suite == "versions" and not any(_matches(_node(item), entry) for entry in version_set):
             left_out.append(item)
             continue
         if _is_integration(item):
