@@ -1,5 +1,5 @@
 """The kit's state on a real HDFS (Hadoop's own minicluster, the ``hadoop_cluster`` fixture of
-conftest.py), reached through WebHDFS (twophase/webhdfs_storage.py):
+conftest.py), reached through WebHDFS (twophase/storage/webhdfs.py):
 
 - the conditional create (a whole temp file, then WebHDFS ``RENAME`` without overwrite) under writers racing on one
   key, threads of one process and separate processes, released together by a barrier: exactly one
@@ -26,9 +26,9 @@ from kafka_testkit.state_scenarios import (crash_at_every_write, racing_creates,
                                            write_once_with_retention, zombie_driver_refused)
 from test_driver_moves import killed_and_finished_on_another_machine, refused_as_lost_state_then_finished
 from twophase.errors import StateFileExistsError
-from twophase.hadoop_config import WEBHDFS_URL_ENV
-from twophase.state_storage import open_state_storage
-from twophase.webhdfs_storage import DELEGATION_TOKEN_ENV, WebHdfsStateStorage, webhdfs_client
+from twophase.storage.hadoop_config import WEBHDFS_URL_ENV
+from twophase.storage.state_storage import open_state_storage
+from twophase.storage.webhdfs import DELEGATION_TOKEN_ENV, WebHdfsStateStorage, webhdfs_client
 
 PROCESSES = 4
 

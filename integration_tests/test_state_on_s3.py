@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from kafka_testkit.state_scenarios import (crash_at_every_write, racing_creates, savepoint_lifecycle,
                                            write_once_with_retention, zombie_driver_refused)
-from twophase.conditional_create import s3_client
-from twophase.arrow_storage import ArrowStateStorage
-from twophase.state_storage import open_state_storage
+from twophase.storage.arrow_filesystem import ArrowStateStorage
+from twophase.storage.conditional_create import s3_client
+from twophase.storage.state_storage import open_state_storage
 
 
 def objects_under(uri: str) -> list[str]:

@@ -1,6 +1,6 @@
 """A state storage that dies before its N-th write, for crash tests of the state layout.
 
-Every mutation of a :class:`~twophase.state_storage.StateStorage` (each create, each deleted key)
+Every mutation of a :class:`~twophase.storage.state_storage.StateStorage` (each create, each deleted key)
 counts as one write. With ``crash_at=N`` the N-th write raises :class:`SimulatedCrash` *instead of*
 happening, so the storage is left exactly as a process killed between write N-1 and write N
 leaves it (on an object store a PUT or DELETE is atomic; on a local disk a create is a rename of
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from twophase.state_storage import StateStorage
+from twophase.storage.state_storage import StateStorage
 
 
 class SimulatedCrash(BaseException):

@@ -10,8 +10,8 @@ import uuid
 
 import pyarrow.fs as pafs
 
-from twophase.conditional_create import ConditionalCreate
-from twophase.arrow_storage import ArrowStateStorage
+from twophase.storage.arrow_filesystem import ArrowStateStorage
+from twophase.storage.conditional_create import ConditionalCreate
 
 
 class SingleProcessCreate(ConditionalCreate):

@@ -18,7 +18,7 @@ from twophase.coordinator import CheckpointConfig, CheckpointCoordinator
 from twophase.errors import CheckpointExistsError
 from twophase.pipeline import LocalPipeline
 from twophase.state_owner import StateOwner
-from twophase.state_storage import LocalStateStorage, StateStorage
+from twophase.storage.state_storage import LocalStateStorage, StateStorage
 
 KINDS = ("local", "memory")
 

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-HEAVY = ("pyarrow", "confluent_kafka", "kafka", "tenacity", "twophase.coordinator", "twophase.state_storage",
+HEAVY = ("pyarrow", "confluent_kafka", "kafka", "tenacity", "twophase.coordinator", "twophase.storage.state_storage",
          "connectors.spark.datasource_readers", "connectors.spark.datasource_writers")
 
 

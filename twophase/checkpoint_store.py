@@ -2,7 +2,7 @@
 
 Like Flink's CompletedCheckpointStore it keeps the newest ``retained_checkpoints`` and subsumes
 older ones only once a newer one is durable. The directory (a local path or a URI, see
-:mod:`twophase.state_storage`) holds:
+:mod:`twophase.storage.state_storage`) holds:
 
 - ``chk-<id>/_metadata``: the completed checkpoint (versioned, checksummed; :mod:`twophase.checkpoint`);
 - ``chk-<id>/_committed``: written once every participant confirmed the commit of checkpoint
@@ -42,8 +42,8 @@ from twophase.errors import (
     StateFileNotFoundError,
 )
 from twophase.state_owner import OWNER_FILE, StateOwner, decode_owner, encode_owner
-from twophase.state_storage import StateStorage, open_state_storage
 from twophase.state_versions import newer_state_error
+from twophase.storage.state_storage import StateStorage, open_state_storage
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import os
 from twophase.checkpoint import CompletedCheckpoint, decode, encode
 from twophase.errors import CorruptCheckpointError, StateFileExistsError, StateFileNotFoundError
 from twophase.checkpoint_store import COMMITTED_MARKER, METADATA_FILE
-from twophase.state_storage import open_state_storage
+from twophase.storage.state_storage import open_state_storage
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ from twophase.checkpoint import wall_clock_ms
 from twophase.checkpoint_statistics import CheckpointStatistics, retained_statistics
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.errors import CorruptCheckpointError, UnsupportedStateLocationError
-from twophase.state_storage import canonical_location, open_state_storage
+from twophase.storage.state_storage import canonical_location, open_state_storage
 
 log = logging.getLogger(__name__)
 

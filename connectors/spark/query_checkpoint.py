@@ -7,7 +7,7 @@ never does):
 - ``offsets/<batchId>``: one file per batch, written before the batch runs (Spark's offset log);
 - ``commits/<batchId>``: one file per batch whose sink commit completed (Spark's commit log).
 
-The folder is read through the same filesystem layer as the kit's state (twophase.state_storage),
+The folder is read through the same filesystem layer as the kit's state (twophase.storage.state_storage),
 so ``s3a://``, ``abfss://``, ``gs://``, ``hdfs://`` and ``dbfs:/`` checkpoint locations work too.
 """
 
@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass
 
 from connectors.spark.spark_errors import QueryCheckpointError
-from twophase.state_storage import open_state_storage
+from twophase.storage.state_storage import open_state_storage
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from twophase.checkpoint_statistics import (
     retained_statistics,
 )
 from twophase.checkpoint_store import FileCheckpointStore
-from twophase.state_storage import open_state_storage
+from twophase.storage.state_storage import open_state_storage
 
 
 def chk(cid: int) -> CompletedCheckpoint:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from twophase.errors import InvalidValueError, UnsupportedStateLocationError
-from twophase.hadoop_config import WEBHDFS_URL_ENV, load_hadoop_config, webhdfs_urls
-from twophase.state_storage import canonical_location
+from twophase.storage.hadoop_config import WEBHDFS_URL_ENV, load_hadoop_config, webhdfs_urls
+from twophase.storage.state_storage import canonical_location
 
 
 def site(folder: Path, core: dict[str, str] | None = None, hdfs: dict[str, str] | None = None) -> Path:

@@ -11,14 +11,14 @@ import pytest
 
 from kafka_testkit.memory_storage import memory_storage
 from kafka_testkit.state_scenarios import KINDS, make_storage, racing_creates
-from twophase.conditional_create import ConditionalCreate, azure_account_of
-from twophase.arrow_storage import ArrowStateStorage
-from twophase.state_storage import (
+from twophase.errors import ConditionalCreateUnsupportedError, UnsupportedStateLocationError
+from twophase.storage.arrow_filesystem import ArrowStateStorage
+from twophase.storage.conditional_create import ConditionalCreate, azure_account_of
+from twophase.storage.state_storage import (
     LocalStateStorage,
     canonical_location,
     open_state_storage,
 )
-from twophase.errors import ConditionalCreateUnsupportedError, UnsupportedStateLocationError
 
 
 @pytest.fixture(params=KINDS)

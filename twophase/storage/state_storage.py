@@ -13,11 +13,12 @@ writers of one key exactly one succeeds, the other gets :class:`FileExistsError`
   :class:`LocalStateStorage`, temp file + fsync + ``link()`` (fails if the name exists) + fsync of
   the directory;
 - ``s3://`` (also Spark's ``s3a://`` and ``s3n://``), ``gs://``, ``abfs://``/``abfss://``,
-  ``viewfs://``: :class:`twophase.arrow_storage.ArrowStateStorage`, reads and listings through ``pyarrow.fs``
-  (credentials and endpoints found as pyarrow and the cloud SDKs find them), conditional creates
-  through the store's own SDK (:mod:`twophase.conditional_create`);
+  ``viewfs://``: :class:`twophase.storage.arrow_filesystem.ArrowStateStorage`, reads and listings
+  through ``pyarrow.fs`` (credentials and endpoints found as pyarrow and the cloud SDKs find
+  them), conditional creates through the store's own SDK
+  (:mod:`twophase.storage.conditional_create`);
 - ``hdfs://`` (``hdfs:///path``: the namenode of ``fs.defaultFS``), ``webhdfs://``,
-  ``swebhdfs://``: :class:`twophase.webhdfs_storage.WebHdfsStateStorage`, every operation a WebHDFS
+  ``swebhdfs://``: :class:`twophase.storage.webhdfs.WebHdfsStateStorage`, every operation a WebHDFS
   request, the conditional create a whole temp file and one ``RENAME`` that the NameNode refuses
   onto a taken name. ``viewfs://`` stays on
   pyarrow's libhdfs: its mount table is resolved inside Hadoop's Java client, which WebHDFS does not
@@ -44,7 +45,7 @@ from twophase.errors import (
 )
 # The contract and its helpers are defined in state_files.py, which every storage imports (so none
 # imports this dispatcher back); StateStorage is named here too, where the kit's modules find it.
-from twophase.state_files import TEMP_SUFFIX, WEBHDFS_SCHEMES, StateStorage, check_key, is_temp_name
+from twophase.storage.state_files import TEMP_SUFFIX, WEBHDFS_SCHEMES, StateStorage, check_key, is_temp_name
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +230,7 @@ def canonical_location(location: str | os.PathLike[str]) -> str:
 
 def _default_namenode(location: str) -> str:
     """The namenode of ``fs.defaultFS`` (Hadoop's core-site.xml), for ``hdfs:///path``."""
-    from twophase.hadoop_config import default_filesystem_authority, load_hadoop_config
+    from twophase.storage.hadoop_config import default_filesystem_authority, load_hadoop_config
 
     config = load_hadoop_config()
     namenode = default_filesystem_authority(config)
@@ -247,7 +248,7 @@ def open_state_storage(location: str | os.PathLike[str], *, read_only: bool = Fa
     Remote filesystems are opened the way pyarrow opens them from a URI: credentials, endpoint and
     region come from the environment, the SDKs' config files and instance metadata (for S3:
     ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``, ``AWS_PROFILE``, instance
-    profiles); for HDFS, see :mod:`twophase.hadoop_config`. Nothing is contacted until the first read
+    profiles); for HDFS, see :mod:`twophase.storage.hadoop_config`. Nothing is contacted until the first read
     or write. ``read_only`` storages need no conditional-create library (for reading what another
     program wrote, such as Spark's own checkpoint folder; on ``hdfs://`` the ``hdfs`` extra still
     does every read); their create() and delete() raise.
@@ -261,12 +262,12 @@ def open_state_storage(location: str | os.PathLike[str], *, read_only: bool = Fa
         return LocalStateStorage(canonical, os.fspath(location) if isinstance(location, str) else None)
     scheme, rest = canonical.split("://", 1)
     if scheme in WEBHDFS_SCHEMES:
-        from twophase.webhdfs_storage import open_webhdfs_storage  # needs the hdfs extra: only for HDFS
+        from twophase.storage.webhdfs import open_webhdfs_storage  # needs the hdfs extra: only for HDFS
 
         return open_webhdfs_storage(canonical, read_only=read_only)
     # Imported here, not at the top: pyarrow (and the stores' SDKs) cost about 0.1 s to import, in
     # every Python process of a query that opens the state (the sink's write planning and commit
     # processes, the foreachBatch driver) though state on a local path or HDFS needs none of it.
-    from twophase.arrow_storage import open_arrow_storage
+    from twophase.storage.arrow_filesystem import open_arrow_storage
 
     return open_arrow_storage(canonical, read_only=read_only)

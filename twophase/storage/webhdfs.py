@@ -19,7 +19,7 @@ Reads, listings (LISTSTATUS, folder by folder) and deletes are WebHDFS requests 
 removes the folders it leaves empty (a non-recursive DELETE of the folder, which the NameNode
 refuses while anything is in it), so retention leaves no empty ``chk-N`` folders behind.
 
-Where the NameNode's HTTP address comes from: :mod:`twophase.hadoop_config`. Authentication, as
+Where the NameNode's HTTP address comes from: :mod:`twophase.storage.hadoop_config`. Authentication, as
 HdfsCLI offers it:
 
 - ``KAFKA_EOS_WEBHDFS_DELEGATION_TOKEN`` set: HdfsCLI's ``TokenClient`` (``delegation=<token>`` on
@@ -43,8 +43,8 @@ from typing import Any, Iterable
 
 from twophase.errors import InvalidValueError, MissingExtraError, StateFileExistsError, StateFileNotFoundError, \
     StateStorageError
-from twophase.hadoop_config import HadoopConfig, load_hadoop_config, uses_kerberos, webhdfs_urls
-from twophase.state_files import WEBHDFS_SCHEMES, StateStorage, check_key, is_temp_name, temp_name
+from twophase.storage.hadoop_config import HadoopConfig, load_hadoop_config, uses_kerberos, webhdfs_urls
+from twophase.storage.state_files import WEBHDFS_SCHEMES, StateStorage, check_key, is_temp_name, temp_name
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ is used here:
 Every SDK finds credentials and endpoints the way pyarrow does (environment variables, config
 files, instance or workload identity), so both sides reach the same store as the same principal.
 
-``hdfs://`` is not here: it is served through WebHDFS (:mod:`twophase.webhdfs_storage`), whose
+``hdfs://`` is not here: it is served through WebHDFS (:mod:`twophase.storage.webhdfs`), whose
 ``RENAME`` of a whole temp file, refused onto a taken name, is the NameNode's own atomic
 create-if-absent. Only
 ``viewfs://`` still goes through pyarrow's libhdfs, because its mount table is resolved inside

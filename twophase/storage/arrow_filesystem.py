@@ -1,7 +1,8 @@
 """State on the stores ``pyarrow.fs`` serves (S3, GCS, ABFS, and ``viewfs://`` through libhdfs):
 reads, listings and deletes through pyarrow, creates through the store's own conditional create
-(:mod:`twophase.conditional_create`). :func:`twophase.state_storage.open_state_storage` opens it
-for those schemes; a query whose state is on a local path or HDFS never imports pyarrow for it.
+(:mod:`twophase.storage.conditional_create`). :func:`twophase.storage.state_storage.open_state_storage`
+opens it for those schemes; a query whose state is on a local path or HDFS never imports pyarrow
+for it.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from typing import Iterable
 
 import pyarrow.fs as pafs
 
-from twophase.conditional_create import ConditionalCreate, ReadOnly, conditional_create_for
 from twophase.errors import StateFileNotFoundError, StateStorageError
-from twophase.state_files import StateStorage, check_key, is_temp_name
+from twophase.storage.conditional_create import ConditionalCreate, ReadOnly, conditional_create_for
+from twophase.storage.state_files import StateStorage, check_key, is_temp_name
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ class ArrowStateStorage(StateStorage):
 
 
 def open_arrow_storage(canonical: str, *, read_only: bool = False) -> ArrowStateStorage:
-    """The storage of ``canonical`` (a URI of :func:`twophase.state_storage.canonical_location`
+    """The storage of ``canonical`` (a URI of :func:`twophase.storage.state_storage.canonical_location`
     whose scheme pyarrow serves)."""
     scheme, rest = canonical.split("://", 1)
     netloc, _, path = rest.partition("/")

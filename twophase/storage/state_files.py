@@ -1,7 +1,7 @@
 """One directory of state as a set of write-once files: the :class:`StateStorage` contract that
 every storage implements (local disk in ``state_storage.py``, the ``pyarrow.fs`` stores in
-``arrow_storage.py``, HDFS in ``webhdfs_storage.py``), its keys and the temp names of creates in
-progress. :func:`twophase.state_storage.open_state_storage` picks the storage of a location.
+``arrow_filesystem.py``, HDFS in ``webhdfs.py``), its keys and the temp names of creates in
+progress. :func:`twophase.storage.state_storage.open_state_storage` picks the storage of a location.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Iterable
 
 from twophase.errors import ConditionalCreateUnsupportedError, InvalidValueError
 
-#: Served through WebHDFS (twophase/webhdfs_storage.py), not pyarrow.
+#: Served through WebHDFS (twophase/storage/webhdfs.py), not pyarrow.
 WEBHDFS_SCHEMES = ("hdfs", "webhdfs", "swebhdfs")
 TEMP_SUFFIX = ".tmp"
 _PROBE_PREFIX = "_write-probe-"

@@ -16,9 +16,9 @@ from twophase.errors import (
     StateFileNotFoundError,
     StateStorageError,
 )
-from twophase.hadoop_config import WEBHDFS_URL_ENV, load_hadoop_config
-from twophase.state_storage import open_state_storage
-from twophase.webhdfs_storage import (
+from twophase.storage.hadoop_config import WEBHDFS_URL_ENV, load_hadoop_config
+from twophase.storage.state_storage import open_state_storage
+from twophase.storage.webhdfs import (
     DELEGATION_TOKEN_ENV,
     WebHdfsStateStorage,
     client_identity,
