@@ -53,8 +53,8 @@ def build_jar(target: Path) -> Path:
     """Compile the provider into ``target/JAR_NAME``."""
     sys.path.insert(0, str(ROOT))  # the kit's own Maven driver, standard library only
     try:
-        from connectors.tools.brokers.broker_errors import MavenUnavailableError
-        from connectors.tools.brokers.maven_artifacts import resolve_jars
+        from connectors.servers.server_errors import MavenUnavailableError
+        from connectors.servers.maven_artifacts import resolve_jars
     finally:
         sys.path.remove(str(ROOT))
     javac = _javac()

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_bench import COMMITTED_LINE, check_output, create_topics, load_input, log, spark_env  # noqa: E402
 
 from connectors.kafka.clients.factory import clients_for  # noqa: E402
-from connectors.tools.broker import find_broker  # noqa: E402
+from connectors.servers.broker_discovery import find_broker  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 

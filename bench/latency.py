@@ -48,7 +48,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition as ConfluentTopicPartition
 
-from connectors.tools.broker import find_broker
+from connectors.servers.broker_discovery import find_broker
 from batch_timeline import build as build_timeline, render as render_timeline, report as timeline_report
 from proc_sampling import cmdline, machine_cpu, proc_stats, process_tree
 from run_bench import COMMITTED_LINE, SPARK_PIPELINE, create_topics, delete_topics, log, run_environment, spark_env

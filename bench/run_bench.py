@@ -54,7 +54,7 @@ earlier, and the row says so.
 The broker: ``--bootstrap``, else ``KAFKA_BOOTSTRAP_SERVERS``, else a Docker engine, else
 ``KAFKA_HOME``, else the official Apache Kafka from Maven Central (``KAFKA_EOS_KAFKA_VERSION``,
 default the newest 4.x), the last two started on 127.0.0.1 by the kit's launcher
-(``connectors.tools.broker.find_broker``). A broker this script starts is stopped at the end.
+(``connectors.servers.broker_discovery.find_broker``). A broker this script starts is stopped at the end.
 """
 
 from __future__ import annotations
@@ -81,12 +81,12 @@ from confluent_kafka.admin import AdminClient
 
 from connectors.kafka.clients import TopicPartition
 from connectors.kafka.clients.factory import clients_for
-from connectors.tools.broker import Broker, find_broker
+from connectors.servers.broker_discovery import Broker, find_broker
 from cold_start import breakdown, load_trace, render
 from proc_sampling import ProcStat, cmdline, machine_cpu, process_tree, proc_stats, pss
 from spark_kafka_jars import ENV_VAR as SPARK_KAFKA_JARS_ENV, OPTION as SPARK_KAFKA_JARS_OPTION
 from spark_kafka_jars import SparkKafkaJars, resolve as resolve_spark_kafka_jars
-from twophase.state_storage import open_state_storage
+from twophase.storage.state_storage import open_state_storage
 
 REPO = Path(__file__).resolve().parent.parent
 SPARK_PIPELINE = REPO / "connectors" / "tools" / "jobs" / "spark_pipeline.py"

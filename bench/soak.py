@@ -66,8 +66,8 @@ from connectors.kafka.clients.broker_retry import BrokerRetryPolicy  # noqa: E40
 from connectors.kafka.clients.factory import clients_for  # noqa: E402
 from connectors.kafka.clients import KafkaClients, TopicPartition  # noqa: E402
 from connectors.tools.verify import verify  # noqa: E402
-from connectors.tools.brokers.kafka_distribution import from_environment  # noqa: E402
-from connectors.tools.brokers.local_cluster import LocalKafkaCluster  # noqa: E402
+from connectors.servers.kafka_distribution import from_environment  # noqa: E402
+from connectors.servers.local_cluster import LocalKafkaCluster  # noqa: E402
 from kafka_testkit.node_bouncer import Bouncer  # noqa: E402
 from proc_sampling import cmdline, machine_cpu, open_fds, process_tree, proc_stats, pss  # noqa: E402
 from run_bench import COMMITTED_LINE, spark_env  # noqa: E402

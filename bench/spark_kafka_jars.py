@@ -25,7 +25,7 @@ from pathlib import Path
 # installed packages, so that the kit itself comes from the install.
 sys.path.append(str(Path(__file__).resolve().parent.parent))
 
-from connectors.tools.brokers.maven_artifacts import MavenUnavailableError  # noqa: E402
+from connectors.servers.maven_artifacts import MavenUnavailableError  # noqa: E402
 from kafka_testkit.spark_kafka_connector import SparkKafkaConnector, resolve_connector  # noqa: E402
 
 ENV_VAR = "KAFKA_EOS_SPARK_KAFKA_JARS"

@@ -40,11 +40,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from connectors.simulated_kafka import FakeKafkaClients
 from connectors.spark.sink_driver import BatchContext, SparkSinkDriver
 from connectors.spark.options import parse_sink_options
 from connectors.spark.state_guard import guard_sink_state
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
-from twophase.state_storage import open_state_storage
+from twophase.storage.state_storage import open_state_storage
 
 COMMIT_LINE = re.compile(r"batch (\d+) committed: .* \(prepare (\d+), store (\d+), EndTxn (\d+), mark (\d+), "
                          r"lingering sweep (\d+)\)")

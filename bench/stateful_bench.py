@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO / "bench"))
     from spark_kafka_jars import resolve
 
-    from connectors.tools.broker import find_broker
+    from connectors.servers.broker_discovery import find_broker
 
     sinks = [s.strip() for s in args.sinks.split(",") if s.strip()]
     shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]

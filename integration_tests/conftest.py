@@ -1,6 +1,6 @@
 """Fixtures for tests against a real Kafka broker.
 
-``kafka_bootstrap`` finds a broker the way ``kafka-eos demo`` does (connectors/tools/broker.py):
+``kafka_bootstrap`` finds a broker the way ``kafka-eos demo`` does (connectors/servers/broker_discovery.py):
 
 1. ``KAFKA_BOOTSTRAP_SERVERS``: an already running cluster (nothing is started or stopped);
 2. a Docker engine that answers: an ``apache/kafka`` container (KRaft) through testcontainers
@@ -74,13 +74,13 @@ import pytest
 from connectors.kafka.authorization import source_acls, sink_acls
 from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients import KafkaClients
-from connectors.tools.broker import find_broker
-from connectors.tools.tool_errors import NoBrokerError
+from connectors.servers.broker_discovery import find_broker
+from connectors.servers.server_errors import NoBrokerError
 from kafka_testkit.acl_admin import AclAdmin
-from connectors.kafka.clients.embedded_cluster import FAKE_SCHEME
+from connectors.simulated_kafka import FAKE_SCHEME
 
 if TYPE_CHECKING:
-    from connectors.tools.brokers.local_cluster import KafkaCluster
+    from connectors.servers.local_cluster import KafkaCluster
     from kafka_testkit.hadoop_cluster import HadoopMiniCluster
     from kafka_testkit.spark_cluster import SparkStandaloneCluster
 
@@ -331,7 +331,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator["KafkaCluster"]:
-    from connectors.tools.brokers.local_cluster import NoClusterError, find_cluster
+    from connectors.servers.local_cluster import NoClusterError, find_cluster
 
     try:
         cluster = find_cluster(tmp_path_factory.mktemp("kafka-cluster"))
@@ -360,9 +360,9 @@ def kafka39_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
     if external:
         yield external
         return
-    from connectors.tools.brokers.broker_errors import BrokerStartError
-    from connectors.tools.brokers.kafka_distribution import MavenKafka
-    from connectors.tools.brokers.local_broker import LocalKafkaBroker
+    from connectors.servers.server_errors import BrokerStartError
+    from connectors.servers.kafka_distribution import MavenKafka
+    from connectors.servers.local_broker import LocalKafkaBroker
 
     try:
         broker = LocalKafkaBroker(MavenKafka("3.9"), tmp_path_factory.mktemp("kafka39"))
@@ -459,11 +459,11 @@ def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredC
                              "KAFKA_EOS_SECURED_BOOTSTRAP_SERVERS")
         return
     kafka_home = os.environ.get("KAFKA_HOME", "").strip()
-    from connectors.tools.brokers.kafka_distribution import from_environment
-    from connectors.tools.brokers.local_broker import LocalBrokerError
+    from connectors.servers.kafka_distribution import from_environment
+    from connectors.servers.local_broker import LocalBrokerError
     from kafka_testkit.secured_broker import SecuredKafkaBroker
-    from connectors.tools.broker import OWN_BROKER_TXN_CLEANUP_MS, TXN_CLEANUP_INTERVAL_KEY
-    from connectors.tools.brokers.broker_errors import BrokerStartError
+    from connectors.servers.broker_discovery import OWN_BROKER_TXN_CLEANUP_MS, TXN_CLEANUP_INTERVAL_KEY
+    from connectors.servers.server_errors import BrokerStartError
 
     try:
         distribution = from_environment(kafka_home)
@@ -527,7 +527,7 @@ def spark_kafka_connector() -> ConnectorJars:
     if value:
         connector = _jars_from_environment(value)
     else:
-        from connectors.tools.brokers.maven_artifacts import MavenUnavailableError
+        from connectors.servers.maven_artifacts import MavenUnavailableError
         from kafka_testkit.spark_kafka_connector import resolve_connector
 
         try:
@@ -651,7 +651,7 @@ def packed_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def hadoop_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator["HadoopMiniCluster"]:
     """Hadoop's own minicluster (a NameNode and DataNode with WebHDFS, a ResourceManager and
     NodeManager) from Maven Central, in one JVM started here and stopped by its PID at the end."""
-    from connectors.tools.brokers.maven_artifacts import MavenUnavailableError
+    from connectors.servers.maven_artifacts import MavenUnavailableError
     from kafka_testkit.hadoop_cluster import HadoopClusterError, start_hadoop_minicluster
 
     try:
@@ -686,7 +686,7 @@ def s3_bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from twophase.conditional_create import s3_client
+    from twophase.storage.conditional_create import s3_client
 
     with contextlib.ExitStack() as session:
         if not bucket:
@@ -723,7 +723,7 @@ def s3_bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture
 def s3_prefix(s3_bucket: str, unique_name: Callable[[str], str]) -> Iterator[str]:
     """``s3://<bucket>/<a prefix of this test>``, deleted afterwards."""
-    from twophase.state_storage import open_state_storage
+    from twophase.storage.state_storage import open_state_storage
 
     uri = f"s3://{s3_bucket}/{unique_name('state')}"
     yield uri

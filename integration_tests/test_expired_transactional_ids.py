@@ -41,9 +41,9 @@ _FORGET_BOUND_S = 120.0
 def forgetful_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Kafka from Maven Central that expires idle transactional ids after 4 s and aborts timed-out
     transactions within a second."""
-    from connectors.tools.brokers.broker_errors import BrokerStartError
-    from connectors.tools.brokers.kafka_distribution import MavenKafka
-    from connectors.tools.brokers.local_broker import LocalKafkaBroker
+    from connectors.servers.server_errors import BrokerStartError
+    from connectors.servers.kafka_distribution import MavenKafka
+    from connectors.servers.local_broker import LocalKafkaBroker
 
     config = {"transactional.id.expiration.ms": str(EXPIRATION_MS),
               "transaction.remove.expired.transaction.cleanup.interval.ms": "1000",

@@ -36,9 +36,9 @@ _RETRY = BrokerRetryPolicy(timeout_ms=120_000)
 
 @pytest.fixture(scope="module")
 def cluster_39(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from connectors.tools.brokers.broker_errors import BrokerStartError
-    from connectors.tools.brokers.kafka_distribution import MavenKafka
-    from connectors.tools.brokers.local_cluster import LocalKafkaCluster
+    from connectors.servers.server_errors import BrokerStartError
+    from connectors.servers.kafka_distribution import MavenKafka
+    from connectors.servers.local_cluster import LocalKafkaCluster
 
     cluster = LocalKafkaCluster(MavenKafka("3.9"), tmp_path_factory.mktemp("upgrade-cluster"))
     try:
@@ -69,7 +69,7 @@ def finalize_features(bootstrap: str) -> dict[str, tuple[int, int]]:
 
 def test_a_rolling_upgrade_from_3_9_to_4_never_fails_the_query(cluster_39, unique_name: Callable[[str], str],
                                                                  tmp_path: Path) -> None:
-    from connectors.tools.brokers.kafka_distribution import MavenKafka
+    from connectors.servers.kafka_distribution import MavenKafka
 
     bootstrap = cluster_39.bootstrap_servers
     clients = clients_for(bootstrap)

@@ -1,10 +1,10 @@
 """Test doubles and test-server launchers for pyspark-kafka-eos's tests and benchmarks: in a
 checkout only, never in the wheel (pyproject's ``packages.find``); pytest finds it through its
 ``pythonpath``. The kit's embedded cluster and its Kafka launchers are product parts and live in
-the product (``connectors/kafka/clients/embedded_cluster.py``, ``connectors/tools/brokers/``), as
+the product (``connectors/simulated_kafka/``, ``connectors/servers/``), as
 do the replay's jobs and task failures (``connectors/tools/jobs/``); this kit builds on them.
 
-- ``secured_broker``: a local node (``connectors.tools.brokers.local_broker``) with SASL_SSL
+- ``secured_broker``: a local node (``connectors.servers.local_broker``) with SASL_SSL
   (SCRAM-SHA-512; optionally OAUTHBEARER and TLS client certificates) and ACLs that deny by
   default; ``acl_admin`` creates its users and grants ACLs; ``token_endpoint`` issues OAuth tokens
   for its OAUTHBEARER listener; ``java_truststore``: a JKS truststore and Java-named settings for it;

@@ -3,7 +3,7 @@ ResourceManager and NodeManager (YARN), in one JVM that this module starts and s
 
 The daemons come from Maven Central: ``org.apache.hadoop:hadoop-client-minicluster`` at pyspark's
 Hadoop version (3.5.0 for pyspark 4.3.0: its ``hadoop-client-api-3.5.0.jar``), resolved with the
-user's ``mvn`` into the kit's cache (``connectors.tools.brokers.maven_artifacts``), together with
+user's ``mvn`` into the kit's cache (``connectors.servers.maven_artifacts``), together with
 what that shaded jar leaves out but needs at run time: JUnit's assertions (MiniYARNCluster's
 ``GenericTestUtils``), Bouncy Castle (the ResourceManager) and reload4j (Hadoop's logging).
 
@@ -38,8 +38,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from connectors.tools.brokers.maven_artifacts import MavenUnavailableError, cache_dir, resolve_jars
-from connectors.tools.child_process import log_tail, stop_gracefully
+from connectors.servers.maven_artifacts import MavenUnavailableError, cache_dir, resolve_jars
+from connectors.servers.child_process import log_tail, stop_gracefully
 from kafka_testkit.process_tree import descendants, kill_leftovers
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from connectors.tools.brokers.local_cluster import LocalKafkaCluster
+from connectors.servers.local_cluster import LocalKafkaCluster
 
 log = logging.getLogger(__name__)
 

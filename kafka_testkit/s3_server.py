@@ -34,7 +34,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Mapping
 
-from connectors.tools.child_process import log_tail, stop_gracefully
+from connectors.servers.child_process import log_tail, stop_gracefully
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class S3Endpoint:
         session token or profile of the caller's own AWS account would be sent along with these
         keys and rejected, so they are unset. Path-style addressing needs no variable: pyarrow uses
         it with an endpoint override and the kit's boto3 client with any non-AWS endpoint
-        (twophase/conditional_create.py's ``s3_client``).
+        (twophase/storage/conditional_create.py's ``s3_client``).
         """
         return {
             "AWS_ENDPOINT_URL": self.url,

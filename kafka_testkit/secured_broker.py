@@ -35,7 +35,7 @@ import subprocess
 from pathlib import Path
 from typing import Mapping
 
-from connectors.tools.brokers.local_broker import LocalBrokerError, LocalKafkaBroker, free_port
+from connectors.servers.local_broker import LocalBrokerError, LocalKafkaBroker, free_port
 
 log = logging.getLogger(__name__)
 

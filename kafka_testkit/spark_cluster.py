@@ -32,8 +32,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Mapping
 
-from connectors.tools.brokers.local_broker import free_port
-from connectors.tools.child_process import log_tail, stop_gracefully
+from connectors.servers.local_broker import free_port
+from connectors.servers.child_process import log_tail, stop_gracefully
 from kafka_testkit.process_tree import descendants, kill_leftovers
 
 log = logging.getLogger(__name__)

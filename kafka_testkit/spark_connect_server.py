@@ -35,8 +35,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Mapping
 
-from connectors.tools.brokers.local_broker import free_port
-from connectors.tools.child_process import log_tail, stop_gracefully
+from connectors.servers.local_broker import free_port
+from connectors.servers.child_process import log_tail, stop_gracefully
 from kafka_testkit.process_tree import descendants, kill_leftovers
 from kafka_testkit.spark_cluster import pyspark_home
 from twophase import failpoints as failpoint_settings
@@ -57,7 +57,7 @@ def connect_server_jar() -> Path:
     connector found for this pyspark (both are released together; 3.5.9's are not served, 3.5.7's
     are)."""
     from connectors.spark.spark_versions import scala_binary_version
-    from connectors.tools.brokers.maven_artifacts import MavenUnavailableError, resolve_jars
+    from connectors.servers.maven_artifacts import MavenUnavailableError, resolve_jars
     from kafka_testkit.spark_kafka_connector import resolve_connector
 
     try:

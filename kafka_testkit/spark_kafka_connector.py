@@ -3,7 +3,7 @@
 The connector (``org.apache.spark:spark-sql-kafka-0-10_2.13``, ``_2.12`` for Spark 3.5, whose
 pyspark runs Scala 2.12) is not part of pyspark, nor on
 PyPI. The Apache Spark project publishes it to Maven Central, so the kit resolves it there with the
-user's ``mvn`` (``connectors.tools.brokers.maven_artifacts``: the user's ``~/.m2/settings.xml`` applies, no
+user's ``mvn`` (``connectors.servers.maven_artifacts``: the user's ``~/.m2/settings.xml`` applies, no
 registry host is written here), together with its runtime dependencies: the token provider,
 ``kafka-clients`` and ``commons-pool2``.
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from connectors.tools.brokers.maven_artifacts import (
+from connectors.servers.maven_artifacts import (
     MavenUnavailableError,
     mvn_executable,
     nearest_versions,

@@ -16,7 +16,7 @@ from twophase.errors import KafkaEosError, UnrecoverableCommitError
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("twophase", "connectors")
 ERROR_MODULES = {"twophase/errors.py", "connectors/kafka/kafka_errors.py", "connectors/spark/spark_errors.py",
-                 "connectors/monitoring/monitoring_errors.py", "connectors/tools/tool_errors.py", "connectors/tools/brokers/broker_errors.py"}
+                 "connectors/monitoring/monitoring_errors.py", "connectors/tools/tool_errors.py", "connectors/servers/server_errors.py"}
 # Test fault injection, not an error of the kit (it leaves the product path with the executor's
 # write task).
 NOT_THE_KITS = {"InjectedTaskFailure"}
@@ -72,7 +72,7 @@ BUILTIN_RAISES_ALLOWED = {
     ("twophase/__init__.py", "AttributeError"),
     # Raised and retried inside check_reachable (tenacity's retry_if_exception_type), which turns
     # the exhausted retries into BrokerUnreachableError: never leaves the function.
-    ("connectors/tools/broker.py", "ConnectionError"),
+    ("connectors/servers/broker_discovery.py", "ConnectionError"),
     # After a tenacity loop that re-raises its last error: unreachable.
     ("connectors/tools/verify.py", "AssertionError"),
 }

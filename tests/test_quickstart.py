@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from quickstart_runs import REPO, SCRIPTS, readme_block, run_quickstart
 
-from connectors.kafka.clients.embedded_cluster import FAKE_SCHEME
+from connectors.simulated_kafka import FAKE_SCHEME
 
 pytestmark = pytest.mark.spark
 
 
 @pytest.mark.parametrize("variant", ["kafka-eos", "foreach-batch"])
-def test_a_quickstart_script_is_exactly_once_on_the_embedded_cluster(variant: str, tmp_path: Path) -> None:
+def test_a_quickstart_script_is_exactly_once_on_simulated_kafka(variant: str, tmp_path: Path) -> None:
     bootstrap = f"{FAKE_SCHEME}{tmp_path / 'kafka.db'}"
     data = run_quickstart(variant, bootstrap, tmp_path, ("orders", "orders-upper"))
     assert data["exactly_once"] is True, data

@@ -1,5 +1,5 @@
 """The wheel is the product (issue 36): built from the project as a user's ``pip install`` builds
-it, it holds the product packages and their jobs, launchers and embedded cluster, nothing only
+it, it holds the product packages and their jobs, launchers and simulated Kafka, nothing only
 the tests import (the test kit), and every entry point resolves to a module inside it."""
 
 from __future__ import annotations
@@ -18,17 +18,23 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The product packages, the only top-level names in the wheel besides its metadata.
 PRODUCT = {"twophase", "connectors"}
 #: What the wheel must hold for every command to work from an install: the jobs of demo and
-#: replay, the launchers of their broker, the embedded cluster.
+#: replay, the launchers of their broker, the simulated Kafka.
 SHIPPED = (
     "connectors/tools/jobs/spark_pipeline.py",
     "connectors/tools/jobs/copy_pipeline.py",
     "connectors/tools/jobs/job_hold.py",
     "connectors/tools/jobs/task_failures.py",
-    "connectors/tools/brokers/local_broker.py",
-    "connectors/tools/brokers/local_cluster.py",
-    "connectors/tools/brokers/kafka_distribution.py",
-    "connectors/tools/brokers/maven_artifacts.py",
-    "connectors/kafka/clients/embedded_cluster.py",
+    "connectors/servers/local_broker.py",
+    "connectors/servers/local_cluster.py",
+    "connectors/servers/kafka_distribution.py",
+    "connectors/servers/maven_artifacts.py",
+    "connectors/simulated_kafka/__init__.py",
+    "connectors/simulated_kafka/fake_kafka.py",
+    "connectors/simulated_kafka/clients.py",
+    "connectors/simulated_kafka/transactions.py",
+    "connectors/simulated_kafka/logs.py",
+    "connectors/simulated_kafka/store.py",
+    "connectors/simulated_kafka/records.py",
     # The JVM provider of format("kafka-eos") in update mode, compiled by setup.py (never committed).
     "connectors/spark/jvm/kafka-eos-spark-provider.jar",
 )
@@ -91,7 +97,7 @@ def test_the_wheel_holds_the_product_packages_only(wheel):
     assert not [name for name in wheel.namelist() if "kafka_testkit" in name or name.startswith(("tests/", "examples/"))]
 
 
-def test_the_wheel_holds_the_jobs_the_launchers_and_the_embedded_cluster(wheel):
+def test_the_wheel_holds_the_jobs_the_launchers_and_simulated_kafka(wheel):
     names = set(wheel.namelist())
     assert [path for path in SHIPPED if path not in names] == []
 

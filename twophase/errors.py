@@ -4,7 +4,7 @@ Every exception the kit raises to its users derives from :class:`KafkaEosError`,
 can tell the kit's failures from its own with one ``except``. Each package keeps its errors in an
 errors module named for it (``connectors.kafka.kafka_errors``, ``connectors.spark.spark_errors``,
 ``connectors.monitoring.monitoring_errors``, ``connectors.tools.tool_errors``,
-``connectors.tools.brokers.broker_errors``); this module imports nothing, so every process may import it.
+``connectors.servers.server_errors``); this module imports nothing, so every process may import it.
 
 Errors that used to be plain Python exceptions keep that base too (``ValueError`` for bad input,
 ``RuntimeError`` for a state the kit refuses), so code written against the old bases still catches

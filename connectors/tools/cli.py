@@ -43,7 +43,7 @@ from rich.text import Text
 
 from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.kafka_errors import BrokerUnavailableError, KafkaConnectorError, UnknownTopicError
-from connectors.tools.broker import (
+from connectors.servers.broker_discovery import (
     KAFKA_VERSION_ENV,
     REAL_BROKER_HELP,
     SIMULATED_NOTICE,
@@ -51,13 +51,12 @@ from connectors.tools.broker import (
     cluster_broker,
     find_broker,
 )
+from connectors.servers.server_errors import BrokerUnreachableError, NoBrokerError
 from connectors.monitoring.monitoring_errors import StatusUnavailableError
 from connectors.tools.tool_errors import (
-    BrokerUnreachableError,
     IdFieldError,
     IdSpecError,
     JobTemplateError,
-    NoBrokerError,
     TopicNotFoundError,
     UsageError,
 )

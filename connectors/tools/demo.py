@@ -1,14 +1,14 @@
 """``kafka-eos demo``: the README's first command, end to end.
 
-Find or start a broker (:func:`connectors.tools.broker.find_broker`), load an input topic with
+Find or start a broker (:func:`connectors.servers.broker_discovery.find_broker`), load an input topic with
 unique ids (and one aborted transaction), run the example pipeline through a few failure
 scenarios with ``replay``, verify each, and write the reports. Topic names carry a run id, so
 demos can run again and again against the same cluster.
 
 With no broker to be found, the demo runs the same scenarios on the kit's embedded test cluster
-instead (:func:`connectors.tools.broker.embedded_broker`), so that the first command shows the
+instead (:func:`connectors.servers.broker_discovery.embedded_broker`), so that the first command shows the
 kit on any machine with Python and Java. Everything it prints and writes then carries
-:data:`connectors.tools.broker.SIMULATED_NOTICE`: the embedded cluster has Kafka's transaction
+:data:`connectors.servers.broker_discovery.SIMULATED_NOTICE`: the embedded cluster has Kafka's transaction
 semantics, but it is no evidence about a real broker. The broker-restart scenario is skipped
 there (there is no broker process), and ``require_broker`` turns the fallback off.
 """
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from connectors.kafka.clients.factory import clients_for
-from connectors.tools.broker import Broker, check_reachable, embedded_broker, find_broker
-from connectors.tools.tool_errors import NoBrokerError
+from connectors.servers.broker_discovery import Broker, check_reachable, embedded_broker, find_broker
+from connectors.servers.server_errors import NoBrokerError
 from connectors.tools.replay_jobs import JobTemplate
 from connectors.tools.loader import load_input
 from connectors.tools.replay import DEMO_SCENARIOS, Replay, ReplayOptions, ReplayResult

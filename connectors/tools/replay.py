@@ -65,7 +65,7 @@ from typing import Callable, Mapping, Sequence
 
 from connectors.kafka.clients import KafkaClients, TopicPartition
 from connectors.kafka.clients.factory import clients_for
-from connectors.tools.broker import (
+from connectors.servers.broker_discovery import (
     REAL_BROKER_HELP,
     SIMULATED_NOTICE,
     TXN_CLEANUP_INTERVAL_KEY,

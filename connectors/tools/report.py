@@ -18,7 +18,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from connectors.tools.broker import REAL_BROKER_HELP, SIMULATED_NOTICE
+from connectors.servers.broker_discovery import REAL_BROKER_HELP, SIMULATED_NOTICE
 from connectors.tools.replay import PASSED, SKIPPED, ReplayResult, ScenarioResult
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,6 @@
 """Errors of the ``kafka-eos`` command-line tools: each is an expected problem with the user's
-input or environment, which the CLI prints as one message with exit status 2."""
+input or environment, which the CLI prints as one message with exit status 2. Choosing or starting a
+broker fails with the servers' errors (``connectors/servers/server_errors.py``)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,6 @@ from twophase.errors import KafkaEosError
 
 class UsageError(KafkaEosError):
     """An expected problem with the user's input or environment: message, exit status 2."""
-
-
-class NoBrokerError(KafkaEosError, RuntimeError):
-    """No broker could be found or started; the message says what to provide."""
-
-
-class LauncherUnavailableError(KafkaEosError, RuntimeError):
-    """No launcher of that name is installed (an entry point of ``pyspark_kafka_eos.kafka_launchers``)."""
-
-
-class BrokerUnreachableError(KafkaEosError, RuntimeError):
-    """Nothing accepts connections at the bootstrap address (after bounded retries)."""
 
 
 class JobTemplateError(KafkaEosError, ValueError):

@@ -53,7 +53,7 @@ from connectors.kafka.clients import ConsumedRecord, KafkaClients, TopicPartitio
 from connectors.kafka.kafka_errors import UnknownTopicError
 from connectors.tools import shape_checks
 from connectors.tools.anomaly import Anomaly, AnomalyReport
-from connectors.tools.broker import is_transient, retry_transient
+from connectors.servers.broker_discovery import is_transient, retry_transient
 from connectors.tools.tool_errors import IdFieldError, IdSpecError, TopicNotFoundError, UsageError
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ import run_bench  # noqa: E402
 import spark_kafka_jars  # noqa: E402
 from spark_kafka_jars import ENV_VAR, resolve  # noqa: E402
 
-from connectors.tools.brokers.maven_artifacts import MavenUnavailableError  # noqa: E402
+from connectors.servers.maven_artifacts import MavenUnavailableError  # noqa: E402
 from kafka_testkit.spark_kafka_connector import SparkKafkaConnector  # noqa: E402
 
 MAVEN_FAILURE = "Spark's Kafka connector for pyspark 4.3.0 from Maven Central: tried 4.3.0, 4.2.0; no mvn"

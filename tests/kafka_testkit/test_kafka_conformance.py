@@ -1,7 +1,7 @@
 """The Kafka conformance checks (kafka_testkit/kafka_conformance.py) against the kit's fake cluster.
 
 integration_tests/test_kafka_conformance.py runs the same checks against a real broker: a fact
-that passes there and fails here is a bug of the fake, to be fixed in connectors/kafka/clients/embedded_cluster.py.
+that passes there and fails here is a bug of the fake, to be fixed in connectors/simulated_kafka/.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients import KafkaClients
 from kafka_testkit.kafka_conformance import CHECKS, ConformanceCheck, NameFactory, check_id
-from connectors.kafka.clients.embedded_cluster import FAKE_SCHEME
+from connectors.simulated_kafka import FAKE_SCHEME
 
 
 @pytest.fixture

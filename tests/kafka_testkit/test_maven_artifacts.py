@@ -1,4 +1,4 @@
-"""The pure parts of the Maven resolution (connectors/tools/brokers/maven_artifacts.py) and the version
+"""The pure parts of the Maven resolution (connectors/servers/maven_artifacts.py) and the version
 fallback of Spark's Kafka connector (kafka_testkit/spark_kafka_connector.py).
 
 No test here runs ``mvn`` or touches the network: ``_run_mvn`` and the resolver are replaced, and
@@ -13,9 +13,9 @@ from typing import Sequence
 
 import pytest
 
-from connectors.tools.brokers import maven_artifacts
+from connectors.servers import maven_artifacts
 from kafka_testkit import spark_kafka_connector
-from connectors.tools.brokers.maven_artifacts import (
+from connectors.servers.maven_artifacts import (
     CACHE_ENV,
     Artifact,
     MavenUnavailableError,

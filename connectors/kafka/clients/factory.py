@@ -3,7 +3,7 @@
 A list of ``host:port`` gets the real clients (``confluent_clients.RealKafkaClients``). An address
 ``<scheme>://<rest>`` whose scheme is registered under the entry-point group
 ``pyspark_kafka_eos.kafka_clients`` gets that implementation, built from ``<rest>``: the kit's
-embedded cluster (``embedded_cluster.py``) registers ``fake-kafka``. The registry keeps the
+simulated Kafka (``connectors/simulated_kafka/``) registers ``fake-kafka``. The registry keeps the
 seam free of any implementation, while Spark's Python workers, which only see option strings,
 still find the cluster a job or a test chose.
 """

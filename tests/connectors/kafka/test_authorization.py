@@ -25,8 +25,8 @@ from connectors.kafka.sink.guardrails import check_sink, probe_transactional_id
 from connectors.kafka.clients._confluent.librdkafka import map_kafka_error
 from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
 from connectors.kafka.clients._kafka_python.transaction_control import _map_error_code
+from connectors.simulated_kafka import FakeKafkaClients
 from connectors.spark.failures import kit_error_lines
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
 
 SCRAM = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "app",
          "sasl.password": "secret"}

@@ -6,12 +6,12 @@ import sys
 from pathlib import Path
 
 from connectors.kafka.clients.factory import clients_for, registered_scheme
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
+from connectors.simulated_kafka import FakeKafkaClients
 
 
 def test_the_seam_imports_no_client_implementation():
     code = ("import sys, connectors.kafka.clients; "
-            "print(sorted(m for m in sys.modules if m.startswith(('confluent_kafka', 'kafka', 'connectors.kafka.clients.embedded_cluster'))))")
+            "print(sorted(m for m in sys.modules if m.startswith(('confluent_kafka', 'kafka', 'connectors.simulated_kafka'))))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert result.stdout.strip() == "[]"
 
@@ -43,8 +43,8 @@ def test_no_product_module_imports_the_test_kit():
     assert importers == []
 
 
-def test_the_tools_find_the_embedded_cluster_through_the_registry(tmp_path):
-    from connectors.tools.broker import embedded_broker, find_broker
+def test_the_tools_find_simulated_kafka_through_the_registry(tmp_path):
+    from connectors.servers.broker_discovery import embedded_broker, find_broker
 
     named = find_broker(f"fake-kafka://{tmp_path / 'k.db'}")
     assert named.simulated and named.bootstrap_servers == f"fake-kafka://{tmp_path / 'k.db'}"

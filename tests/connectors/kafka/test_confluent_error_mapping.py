@@ -6,7 +6,6 @@ from confluent_kafka import KafkaError
 
 from connectors.kafka.clients._confluent.librdkafka import map_kafka_error
 from connectors.kafka.clients._kafka_python.transaction_control import _map_error_code
-from connectors.kafka.clients.embedded_cluster import _injected_error
 from connectors.kafka.kafka_errors import (
     BrokerUnavailableError,
     InvalidProducerEpochError,
@@ -16,6 +15,7 @@ from connectors.kafka.kafka_errors import (
     RetriableKafkaError,
     UnknownTopicError,
 )
+from connectors.simulated_kafka import injected_error
 
 
 @pytest.mark.parametrize("code, expected", [
@@ -48,5 +48,5 @@ def test_mapping(code, expected):
 def test_every_client_maps_a_broker_error_to_the_same_type(kafka_code, librdkafka_code, name, expected):
     librdkafka = map_kafka_error(KafkaError(librdkafka_code), "librdkafka")
     kafka_python = _map_error_code(kafka_code, "kafka-python")
-    fake = _injected_error(name, "produce")
+    fake = injected_error(name, "produce")
     assert type(librdkafka) is type(kafka_python) is type(fake) is expected

@@ -257,7 +257,7 @@ def test_to_positive_clears_the_sign_bit_as_kafka_does():
 
 
 def test_the_fake_cluster_puts_keyed_records_where_java_does(tmp_path):
-    from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
+    from connectors.simulated_kafka import FakeKafkaClients
 
     clients = FakeKafkaClients(tmp_path / "kafka.db")
     clients.admin().create_topic("t", 6)

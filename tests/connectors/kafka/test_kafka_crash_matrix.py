@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
+from connectors.simulated_kafka import FakeKafkaClients
 from connectors.tools import jobs
 from kafka_testkit.topic_records import produce_aborted, produce_committed, read_all
 from twophase import failpoints

@@ -7,7 +7,7 @@ import pytest
 
 from connectors.kafka.clients import TopicPartition
 from connectors.kafka.reader_pool import ReaderPool
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
+from connectors.simulated_kafka import FakeKafkaClients
 from kafka_testkit.topic_records import produce_committed
 
 

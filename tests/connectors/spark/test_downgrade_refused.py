@@ -15,9 +15,9 @@ import pytest
 pytest.importorskip("pyspark")
 
 try:
-    from connectors.kafka.clients.embedded_cluster import FakeKafkaClients  # noqa: E402
+    from connectors.simulated_kafka import FakeKafkaClients  # noqa: E402
 except ImportError:  # before the embedded cluster moved into the product
-    from connectors.kafka.clients.embedded_cluster import FakeKafkaClients  # noqa: E402
+    from connectors.simulated_kafka import FakeKafkaClients  # noqa: E402
 
 from connectors.spark.failures import kit_error_lines  # noqa: E402
 from kafka_testkit.topic_records import produce_committed  # noqa: E402

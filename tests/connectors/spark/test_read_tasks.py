@@ -8,9 +8,9 @@ pytest.importorskip("pyspark")
 
 from connectors.kafka.clients import TopicPartition  # noqa: E402
 from connectors.kafka.kafka_errors import DataLossError  # noqa: E402
+from connectors.simulated_kafka import FakeKafkaClients  # noqa: E402
 from connectors.spark.options import parse_source_options  # noqa: E402
 from connectors.spark.datasource_readers import KafkaEosBatchReader, OffsetRange, _together, plan_read_tasks  # noqa: E402
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients  # noqa: E402
 from kafka_testkit.topic_records import produce_committed  # noqa: E402
 
 

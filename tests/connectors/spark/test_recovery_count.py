@@ -17,7 +17,7 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients  # noqa: E402
+from connectors.simulated_kafka import FakeKafkaClients  # noqa: E402
 from kafka_testkit.topic_records import produce_committed, read_all  # noqa: E402
 from twophase import failpoints  # noqa: E402
 

@@ -18,7 +18,7 @@ from connectors.kafka.sink import guardrails
 from connectors.kafka.sink.guardrails import check_output_topic, missing_topic_message
 from connectors.spark.failures import kit_error_lines, missing_kit_module, worker_python_message
 from connectors import worker_python
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
+from connectors.simulated_kafka import FakeKafkaClients
 
 
 # -- the Python of Spark's workers ------------------------------------------------------------------

@@ -13,7 +13,7 @@ pytest.importorskip("pyspark")
 
 import pyarrow as pa  # noqa: E402
 
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients  # noqa: E402
+from connectors.simulated_kafka import FakeKafkaClients  # noqa: E402
 from connectors.spark import write_task as write_task_module  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.write_task import first_rows, write_task  # noqa: E402

@@ -16,10 +16,10 @@ import pytest
 from rich.console import Console
 
 from connectors.kafka.kafka_errors import KafkaConnectorError
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
-from connectors.tools import broker as broker_module
+from connectors.servers import broker_discovery as broker_module
+from connectors.simulated_kafka import FakeKafkaClients
 from connectors.tools import cli, replay_jobs
-from connectors.tools.broker import SIMULATED_NOTICE
+from connectors.servers.broker_discovery import SIMULATED_NOTICE
 from connectors.tools.loader import load_input
 from kafka_testkit.topic_records import produce_committed, read_all
 
@@ -161,7 +161,7 @@ def test_demo_that_requires_a_broker_says_exactly_what_to_provide(capsys, monkey
     assert not any(tmp_path.glob("*/report.json"))
 
 
-def test_demo_without_any_broker_runs_on_the_embedded_cluster_loudly_labelled(capsys, monkeypatch, tmp_path):
+def test_demo_without_any_broker_runs_on_simulated_kafka_loudly_labelled(capsys, monkeypatch, tmp_path):
     no_broker_anywhere(monkeypatch)
     code, out, _ = run(capsys, "demo", "--engine", "inprocess", "--records", "1500", "--batch-records", "50",
                        "--scenarios", "baseline,after_pre_commit,broker_restart",
@@ -191,7 +191,7 @@ def test_demo_without_any_broker_runs_on_the_embedded_cluster_loudly_labelled(ca
     assert "To run against a real broker" in out and "--require-broker" in out
 
 
-def test_replay_never_falls_back_to_the_embedded_cluster(capsys, monkeypatch, tmp_path):
+def test_replay_never_falls_back_to_simulated_kafka(capsys, monkeypatch, tmp_path):
     no_broker_anywhere(monkeypatch)
     code, _, err = run(capsys, "replay", "--input", "in", "--scenarios", "baseline", "--reports-dir", str(tmp_path))
     assert code == 2

@@ -17,13 +17,13 @@ import pytest
 from rich.console import Console
 
 from connectors.kafka.clients.factory import clients_for
+from connectors.simulated_kafka import FakeKafkaClients
 from connectors.tools import cli
 from connectors.tools.replay_jobs import JobRun, JobTemplate, RunResult, failpoints_fired
 from connectors.tools.loader import load_input
 from connectors.tools.replay import INCONCLUSIVE, PASSED, Replay, ReplayOptions, ReplayResult, ScenarioResult
 from connectors.tools.report import markdown, overall, plot, table_rows, title
 from connectors.tools.verify import verify
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
 from twophase import failpoints
 
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from connectors.tools.broker import Broker, find_broker
+from connectors.servers.broker_discovery import Broker, find_broker
 from connectors.tools.replay_jobs import JobRun, JobTemplate
 from connectors.tools.tool_errors import JobTemplateError
 from connectors.tools.loader import load_input
@@ -144,7 +144,7 @@ def test_an_at_least_once_job_is_caught(tmp_path):
 
 
 def test_silent_loss_is_called_silent_loss(tmp_path):
-    from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
+    from connectors.simulated_kafka import FakeKafkaClients
     from connectors.tools.replay_jobs import RunResult
 
     fake = FakeKafkaClients(tmp_path / "kafka.db")

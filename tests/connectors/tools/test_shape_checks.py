@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
+from connectors.simulated_kafka import FakeKafkaClients
 from connectors.tools import shape_checks
 from connectors.tools.cli import main
 from connectors.tools.shape_checks import InputRecord, OutputRecord

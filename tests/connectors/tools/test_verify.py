@@ -6,7 +6,7 @@ import tracemalloc
 
 import pytest
 
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
+from connectors.simulated_kafka import FakeKafkaClients
 from connectors.tools import verify as verify_module
 from connectors.tools.loader import load_input
 from connectors.tools.verify import IdSpec, verify
@@ -330,7 +330,7 @@ def test_transient_errors_are_what_kafka_classifies_retriable():
     not known yet in a rolling restart) is retried; a missing topic is not."""
     from connectors.kafka.clients.error_table import kafka_error
     from connectors.kafka.kafka_errors import UnknownTopicError
-    from connectors.tools.broker import is_transient, retry_transient
+    from connectors.servers.broker_discovery import is_transient, retry_transient
 
     assert is_transient(kafka_error(6, "NOT_LEADER_OR_FOLLOWER", "admin: list offsets of t-0"))
     assert is_transient(kafka_error(75, "UNKNOWN_LEADER_EPOCH", "admin: list offsets of t-0"))

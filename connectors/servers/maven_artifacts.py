@@ -31,7 +31,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from connectors.tools.brokers.broker_errors import MavenUnavailableError
+from connectors.servers.server_errors import MavenUnavailableError
 from twophase.errors import InvalidValueError
 
 log = logging.getLogger(__name__)

@@ -33,9 +33,9 @@ from typing import Mapping
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from connectors.tools.brokers.broker_errors import BrokerStartError, NoClusterError
-from connectors.tools.brokers.kafka_distribution import VERSION_ENV, KafkaDistribution, as_distribution, from_environment
-from connectors.tools.brokers.local_broker import LocalBrokerError, LocalKafkaBroker, _cluster_id
+from connectors.servers.server_errors import BrokerStartError, NoClusterError
+from connectors.servers.kafka_distribution import VERSION_ENV, KafkaDistribution, as_distribution, from_environment
+from connectors.servers.local_broker import LocalBrokerError, LocalKafkaBroker, _cluster_id
 
 log = logging.getLogger(__name__)
 

@@ -6,10 +6,10 @@ import socket
 
 import pytest
 
-from connectors.tools.broker import NoBrokerError, cluster_broker
-from connectors.tools.brokers.broker_errors import NoClusterError
-from connectors.tools.brokers.kafka_distribution import VERSION_ENV
-from connectors.tools.brokers.local_cluster import (
+from connectors.servers.broker_discovery import cluster_broker
+from connectors.servers.server_errors import NoBrokerError, NoClusterError
+from connectors.servers.kafka_distribution import VERSION_ENV
+from connectors.servers.local_cluster import (
     CLUSTER_ENV,
     PORT_RANGE,
     find_cluster,

@@ -4,7 +4,7 @@
 ``LocalKafkaBroker(distribution).start()`` formats fresh storage in a work directory, starts the
 broker on two free loopback ports and returns the bootstrap address once an admin client sees the
 broker. ``stop()`` ends exactly the process it started (SIGTERM, then SIGKILL after a grace
-period). The distribution (``connectors.tools.brokers.kafka_distribution``) is an unpacked Kafka 3.9/4.x
+period). The distribution (``connectors.servers.kafka_distribution``) is an unpacked Kafka 3.9/4.x
 (``KAFKA_HOME``, also accepted as a plain path) or the official jars from Maven Central; either
 needs Java.
 
@@ -32,9 +32,9 @@ from typing import Mapping
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from connectors.tools.brokers.broker_errors import LocalBrokerError
-from connectors.tools.child_process import log_tail, stop_gracefully
-from connectors.tools.brokers.kafka_distribution import KafkaDistribution, KafkaDistributionError, MavenKafka, as_distribution
+from connectors.servers.server_errors import LocalBrokerError
+from connectors.servers.child_process import log_tail, stop_gracefully
+from connectors.servers.kafka_distribution import KafkaDistribution, KafkaDistributionError, MavenKafka, as_distribution
 
 log = logging.getLogger(__name__)
 

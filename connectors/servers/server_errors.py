@@ -1,10 +1,23 @@
-"""Errors of the kit's launchers (a broker, a 3-node cluster, Kafka's jars from Maven
-Central). The ``kafka-eos`` tools load the launchers as plugins (entry points) and treat any kit
-error from one as "this source of a broker failed", so nothing here is the CLI's."""
+"""Errors of the servers: choosing a broker (none found, a launcher not installed, nothing answers
+at the address) and the kit's launchers (a broker, a 3-node cluster, Kafka's jars from Maven
+Central). ``broker_discovery`` loads the launchers as plugins (entry points) and treats any kit
+error from one as "this source of a broker failed"."""
 
 from __future__ import annotations
 
 from twophase.errors import KafkaEosError
+
+
+class NoBrokerError(KafkaEosError, RuntimeError):
+    """No broker could be found or started; the message says what to provide."""
+
+
+class LauncherUnavailableError(KafkaEosError, RuntimeError):
+    """No launcher of that name is installed (an entry point of ``pyspark_kafka_eos.kafka_launchers``)."""
+
+
+class BrokerUnreachableError(KafkaEosError, RuntimeError):
+    """Nothing accepts connections at the bootstrap address (after bounded retries)."""
 
 
 class LauncherError(KafkaEosError, RuntimeError):

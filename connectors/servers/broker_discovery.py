@@ -1,4 +1,5 @@
-"""Finding (or starting) a Kafka broker for ``demo`` and ``replay``, and checking it answers.
+"""Choosing the Kafka cluster to run against (the one named, else one found or started) for
+``demo``, ``replay``, ``broker``, the integration tests and the benchmarks, and checking it answers.
 
 :func:`find_broker` tries, in this order:
 
@@ -8,8 +9,8 @@
 3. a Docker engine that answers: an ``apache/kafka`` container (KRaft, single node) started with
    testcontainers (image overridable with ``KAFKA_EOS_IMAGE``);
 4. ``KAFKA_HOME``: a Kafka 3.9/4.x distribution started on loopback ports by the launcher
-   registered under the entry-point group ``pyspark_kafka_eos.kafka_launchers`` (the kit's test kit
-   registers one);
+   registered under the entry-point group ``pyspark_kafka_eos.kafka_launchers`` (the kit registers
+   ``local_broker`` of this package);
 5. Maven Central: the official ``org.apache.kafka:kafka_2.13`` jars, resolved with the user's
    ``mvn`` into a cache and started the same way (``KAFKA_EOS_KAFKA_VERSION``: ``4``, the default,
    for the newest 4.x; ``3.9``; an exact version; ``off`` to skip this step).
@@ -18,9 +19,9 @@ When none is available it raises :class:`NoBrokerError` saying exactly what to p
 ``kafka-eos demo`` (and only it) then falls back to :func:`embedded_broker`, the kit's embedded
 test cluster, loudly labelled with :data:`SIMULATED_NOTICE`.
 
-The embedded cluster and the launcher are test doubles, kept out of the product packages: both are
-found through entry points (the first through the client registry of ``client_factory.py``), as
-Spark's Python workers find the embedded cluster, so this module imports neither.
+The embedded cluster and the launchers are found through entry points (the first through the
+client registry of ``connectors/kafka/clients/factory.py``), as Spark's Python workers find the
+embedded cluster, so this module imports neither and another launcher may be registered instead.
 
 A broker the tool started can be restarted by ``replay`` (the broker-restart scenario) when its
 launcher supports a restart that keeps data and ports; a fake cluster is "restarted" by making it
@@ -52,7 +53,7 @@ from tenacity import (
 from connectors.kafka.clients.factory import clients_for, registered_scheme
 from connectors.kafka.clients import SimulatedCluster
 from connectors.kafka.kafka_errors import RetriableKafkaError
-from connectors.tools.tool_errors import BrokerUnreachableError, LauncherUnavailableError, NoBrokerError
+from connectors.servers.server_errors import BrokerUnreachableError, LauncherUnavailableError, NoBrokerError
 from twophase.errors import InvalidValueError, KafkaEosError
 
 log = logging.getLogger(__name__)
@@ -326,7 +327,7 @@ def _launcher(name: str) -> EntryPoint:
     launchers = entry_points(group=LAUNCHER_GROUP, name=name)
     if not launchers:
         raise LauncherUnavailableError(f"no launcher {name!r} is installed (entry point of {LAUNCHER_GROUP}; the "
-                                       "kit's test kit provides it)")
+                                       "kit's connectors.servers.local_broker provides it)")
     return next(iter(launchers))
 
 

@@ -14,7 +14,7 @@ import pytest
 from connectors.kafka import kafka_errors as errors
 from connectors.kafka.clients import TIMESTAMP_LOG_APPEND_TIME, ProducerIdentity, TopicPartition
 from connectors.kafka.clients.factory import clients_for
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients, FakeProducer
+from connectors.simulated_kafka import FakeKafkaClients, FakeProducer
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 TOPIC = "events"
@@ -88,7 +88,7 @@ def test_open_transaction_stalls_read_committed_until_it_ends(kafka: FakeKafkaCl
     with pytest.raises(ValueError, match="last stable offset"):
         kafka.reader(read_committed=True).read({TP0: (0, 4)})
 
-    kafka.txn_control().end_transaction("stall", identity, commit=commit)
+    kafka.txn_control().end_txn("stall", identity, commit=commit)
 
     assert latest(kafka, read_committed=True) == 5  # the marker took offset 4
     expected = [(0, b"before"), (1, b"t0"), (2, b"t1"), (3, b"after")] if commit else [(0, b"before"), (3, b"after")]
@@ -116,13 +116,13 @@ def test_reinit_fences_the_old_producer_and_aborts_its_transaction(kafka: FakeKa
     with pytest.raises(errors.ProducerFencedError):
         old.abort_transaction(5)
     with pytest.raises(errors.ProducerFencedError):
-        kafka.txn_control().end_transaction("fence-me", old_identity, commit=True)
+        kafka.txn_control().end_txn("fence-me", old_identity, commit=True)
 
     # The new producer is unaffected.
     new.begin_transaction()
     new.produce(TOPIC, b"new", partition=0)
     new.flush(5)
-    kafka.txn_control().end_transaction("fence-me", new_identity, commit=True)
+    kafka.txn_control().end_txn("fence-me", new_identity, commit=True)
     assert read_all(kafka, read_committed=True) == [(2, b"new")]
 
 
@@ -139,7 +139,7 @@ def test_fenced_producer_with_buffered_records_fails_at_flush(kafka: FakeKafkaCl
 
 def test_producer_is_not_reused_after_end_transaction(kafka: FakeKafkaClients) -> None:
     producer, identity = open_txn(kafka, "once", [b"v"])
-    kafka.txn_control().end_transaction("once", identity, commit=True)
+    kafka.txn_control().end_txn("once", identity, commit=True)
     with pytest.raises(errors.InvalidTxnStateError, match="ended by EndTxn"):
         producer.begin_transaction()
     with pytest.raises(errors.InvalidTxnStateError, match="ended by EndTxn"):
@@ -154,7 +154,7 @@ def test_in_process_abort_then_next_transaction(kafka: FakeKafkaClients) -> None
     producer.begin_transaction()
     producer.produce(TOPIC, b"second", partition=0)
     producer.flush(5)
-    kafka.txn_control().end_transaction("again", producer.identity(), commit=True)
+    kafka.txn_control().end_txn("again", producer.identity(), commit=True)
     assert read_all(kafka, read_committed=True) == [(2, b"second")]
 
 
@@ -181,9 +181,9 @@ def test_transaction_timeout_aborts_and_fences(kafka: FakeKafkaClients) -> None:
     assert [e.kind for e in kafka.log_entries(TP0)] == ["data", "abort"]
     assert latest(kafka, read_committed=True) == 2
     with pytest.raises(errors.ProducerFencedError):
-        kafka.txn_control().end_transaction("slow", identity, commit=True)
+        kafka.txn_control().end_txn("slow", identity, commit=True)
     with pytest.raises(errors.ProducerFencedError):
-        kafka.txn_control().end_transaction("slow", identity, commit=False)
+        kafka.txn_control().end_txn("slow", identity, commit=False)
     with pytest.raises(errors.ProducerFencedError):
         producer.produce(TOPIC, b"late", partition=0)
     assert read_all(kafka, read_committed=True) == []
@@ -212,19 +212,19 @@ def test_init_rejects_timeout_above_broker_max(kafka: FakeKafkaClients) -> None:
 
 def test_injected_retriable_errors_then_success(kafka: FakeKafkaClients) -> None:
     _, identity = open_txn(kafka, "flaky", [b"v"])
-    kafka.inject_errors("end_transaction", "COORDINATOR_LOAD_IN_PROGRESS", 2)
-    kafka.inject_errors("end_transaction", "NOT_COORDINATOR", 1)
+    kafka.inject_errors("end_txn", "COORDINATOR_LOAD_IN_PROGRESS", 2)
+    kafka.inject_errors("end_txn", "NOT_COORDINATOR", 1)
     control = kafka.txn_control()
 
     codes = []
     for _ in range(3):
         with pytest.raises(errors.RetriableKafkaError) as failure:
-            control.end_transaction("flaky", identity, commit=True)
+            control.end_txn("flaky", identity, commit=True)
         codes.append(failure.value.code)
         assert len(control.list_open_transactions("flaky")) == 1  # the failed call did nothing
     assert codes == ["COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR"]
 
-    control.end_transaction("flaky", identity, commit=True)
+    control.end_txn("flaky", identity, commit=True)
     assert read_all(kafka, read_committed=True) == [(0, b"v")]
 
 
@@ -248,9 +248,9 @@ def test_injected_broker_unavailable_and_produce_errors(kafka: FakeKafkaClients)
 
 def test_inject_errors_rejects_typos(kafka: FakeKafkaClients) -> None:
     with pytest.raises(ValueError):
-        kafka.inject_errors("end_txn", "NOT_COORDINATOR", 1)
+        kafka.inject_errors("end_transaction", "NOT_COORDINATOR", 1)
     with pytest.raises(ValueError):
-        kafka.inject_errors("end_transaction", "NOT_A_KAFKA_ERROR", 1)
+        kafka.inject_errors("end_txn", "NOT_A_KAFKA_ERROR", 1)
 
 
 def test_broker_down_then_up_with_timeouts_meanwhile(kafka: FakeKafkaClients) -> None:
@@ -259,7 +259,7 @@ def test_broker_down_then_up_with_timeouts_meanwhile(kafka: FakeKafkaClients) ->
     kafka.set_available(False)
     control = kafka.txn_control()
     with pytest.raises(errors.BrokerUnavailableError):
-        control.end_transaction("outage", identity, commit=True)
+        control.end_txn("outage", identity, commit=True)
     with pytest.raises(errors.BrokerUnavailableError):
         latest(kafka, read_committed=True)
     with pytest.raises(errors.BrokerUnavailableError):
@@ -271,8 +271,8 @@ def test_broker_down_then_up_with_timeouts_meanwhile(kafka: FakeKafkaClients) ->
     kafka.set_available(True)
 
     with pytest.raises(errors.ProducerFencedError):
-        control.end_transaction("outage", identity, commit=True)
-    control.end_transaction("outage-short", survivor, commit=True)
+        control.end_txn("outage", identity, commit=True)
+    control.end_txn("outage-short", survivor, commit=True)
     assert read_all(kafka, read_committed=True) == []
     assert read_all(kafka, read_committed=True, tp=TopicPartition(TOPIC, 1)) == [(0, b"w")]
 
@@ -298,7 +298,7 @@ def test_transaction_survives_its_producer_process_dying(kafka: FakeKafkaClients
     assert (txn.producer_id, txn.producer_epoch) == (producer_id, epoch)
     assert latest(kafka, read_committed=True) == 0
 
-    kafka.txn_control().end_transaction("crashy-0", ProducerIdentity(producer_id, epoch), commit=True)
+    kafka.txn_control().end_txn("crashy-0", ProducerIdentity(producer_id, epoch), commit=True)
     assert read_all(kafka, read_committed=True) == [(0, b"r0"), (1, b"r1"), (2, b"r2")]
 
 
@@ -327,7 +327,7 @@ def test_list_open_transactions_filters_by_prefix(kafka: FakeKafkaClients) -> No
     _, a0 = open_txn(kafka, "app-a-0", [b"1"], partition=0, config={"transaction.timeout.ms": "30000"})
     _, a1 = open_txn(kafka, "app-a-1", [b"2"], partition=1)
     _, b0 = open_txn(kafka, "app-b-0", [b"3"], partition=2)
-    kafka.txn_control().end_transaction("app-a-1", a1, commit=True)
+    kafka.txn_control().end_txn("app-a-1", a1, commit=True)
     producer, _ = open_txn(kafka, "app-a-2", [b"4"], partition=0)
     producer.produce(TOPIC, b"5", partition=2)
 
@@ -498,7 +498,7 @@ def test_concurrent_producer_processes_interleave_into_consecutive_offsets(
                     producer.produce("events", f"{name}-{txn}-{i}".encode(), partition=0)
                     if i % 10 == 9:
                         producer.flush(5)
-                clients.txn_control().end_transaction(f"{name}-{txn}", identity, commit=txn % 2 == 0)
+                clients.txn_control().end_txn(f"{name}-{txn}", identity, commit=txn % 2 == 0)
             """, name, str(start))
         for name in ("w0", "w1", "w2")
     ]
@@ -542,7 +542,7 @@ def test_produce_batch_is_produce_record_by_record(kafka: FakeKafkaClients) -> N
     producer.flush(5)
     identity = producer.identity()
     assert latest(kafka, read_committed=True) == 0  # open transaction: nothing decided yet
-    kafka.txn_control().end_transaction("batched", identity, commit=True)
+    kafka.txn_control().end_txn("batched", identity, commit=True)
     records = list(kafka.reader(read_committed=True).read({TP0: (0, latest(kafka, True))}))
     assert [(r.key, r.value, r.headers) for r in records] == [
         (b"k", b"1", (("h", b"v"),)), (None, b"2", ()), (None, b"3", ())]

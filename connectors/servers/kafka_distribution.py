@@ -6,7 +6,7 @@ commands, the storage formatter and the server, and for their environment:
 - :class:`KafkaHome`: an unpacked Apache Kafka distribution (``KAFKA_HOME``), run through its
   ``bin/kafka-storage.sh`` and ``bin/kafka-server-start.sh``;
 - :class:`MavenKafka`: the official ``org.apache.kafka:kafka_2.13`` artifact and its runtime
-  dependencies, resolved with ``mvn`` (``connectors.tools.brokers.maven_artifacts``) into the kit's cache and
+  dependencies, resolved with ``mvn`` (``connectors.servers.maven_artifacts``) into the kit's cache and
   run as ``java -cp <jars> kafka.Kafka`` and ``kafka.tools.StorageTool``, the classes the
   distribution's scripts run. The version is an option or ``KAFKA_EOS_KAFKA_VERSION``: ``4`` (the
   default, the newest 4.x that resolves), ``3.9`` (the newest 3.9.x), an exact ``4.1.0``, or
@@ -24,8 +24,8 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Mapping
 
-from connectors.tools.brokers.broker_errors import KafkaDistributionError, MavenUnavailableError
-from connectors.tools.brokers.maven_artifacts import (
+from connectors.servers.server_errors import KafkaDistributionError, MavenUnavailableError
+from connectors.servers.maven_artifacts import (
     ResolvedJars,
     pick_version,
     release_versions,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from connectors.tools.child_process import log_tail, stop_gracefully
+from connectors.servers.child_process import log_tail, stop_gracefully
 
 _IGNORES_SIGTERM = ("import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
                     "print('ready', flush=True); time.sleep(120)")
