@@ -31,7 +31,7 @@ from run_bench import create_topics, load_input, log  # noqa: E402
 
 from connectors.kafka.clients.factory import clients_for  # noqa: E402
 from connectors.kafka.clients import KafkaClients, ProducerClient, ProducerIdentity, TopicPartition  # noqa: E402
-from connectors.tools.broker import find_broker  # noqa: E402
+from connectors.servers.broker_discovery import find_broker  # noqa: E402
 
 PRODUCER_CONFIG = {"transaction.timeout.ms": "60000"}
 T = TypeVar("T")
@@ -86,12 +86,12 @@ def main(argv: list[str] | None = None) -> int:
             tid = f"task-clients-{stamp}-{task % 4}"
             ms, identity = timed(lambda: producer_task(clients, topic, tid, None))
             results["producer cold"].append(ms)
-            control.end_transaction(tid, identity, True)
+            control.end_txn(tid, identity, True)
             ready = clients.producer(tid, PRODUCER_CONFIG)
             ready.init_transactions(30)
             ms, identity = timed(lambda: producer_task(clients, topic, tid, ready))
             results["producer warm"].append(ms)
-            control.end_transaction(tid, identity, True)
+            control.end_txn(tid, identity, True)
 
             def cold_read() -> int:
                 reader = clients.reader(read_committed=True)

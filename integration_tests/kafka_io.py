@@ -34,7 +34,7 @@ def load_orders(clients: KafkaClients, topic: str, count: int, txn_prefix: str) 
             producer.produce(topic, value, key=order_id.encode())
         producer.flush(60)
         producer.close()
-        clients.txn_control().end_transaction(txn, identity, commit)
+        clients.txn_control().end_txn(txn, identity, commit)
     wait_until_stable(clients, topic)
     return ids
 

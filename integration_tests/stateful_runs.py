@@ -84,7 +84,7 @@ def resend(clients: KafkaClients, topic: str, ids: list[str], txn: str) -> None:
                                             "amount": 42.0}).encode(), key=order_id.encode())
     producer.flush(60)
     producer.close()
-    clients.txn_control().end_transaction(txn, identity, True)
+    clients.txn_control().end_txn(txn, identity, True)
     wait_until_stable(clients, topic)
 
 

@@ -93,7 +93,7 @@ def test_java_named_settings_connect_every_client_to_a_secured_cluster(secured_k
         control = clients.txn_control()
         assert [t.transactional_id for t in control.list_open_transactions("java-named-")] == [
             "java-named-settings"]
-        control.end_transaction("java-named-settings", producer.identity(), True)
+        control.end_txn("java-named-settings", producer.identity(), True)
     finally:
         producer.close()
     tp = TopicPartition(topic, java_partition(b"k", 3))

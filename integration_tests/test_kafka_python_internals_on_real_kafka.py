@@ -59,7 +59,7 @@ def test_find_send_and_forget_commit_a_transaction_another_producer_left_open(
 def test_two_hundred_transactions_commit_in_one_round_within_the_in_flight_limit(
         kafka_clients: KafkaClients, unique_name: Callable[[str], str], caplog: pytest.LogCaptureFixture) -> None:
     """A stateful query's batch at Spark's 200 shuffle partitions: 200 transactions ended by one
-    ``end_transactions`` call. kafka-python lets 5 requests be in flight per connection and
+    ``end_txn_round`` call. kafka-python lets 5 requests be in flight per connection and
     refuses the rest as a paused node; the round queues them instead, so every one commits at its
     first attempt and nothing is logged at warning level."""
     count = 200
@@ -71,7 +71,7 @@ def test_two_hundred_transactions_commit_in_one_round_within_the_in_flight_limit
         control = kafka_clients.txn_control()
         try:
             with caplog.at_level(logging.INFO):
-                results = control.end_transactions(list(zip(tids, identities)), commit=True)
+                results = control.end_txn_round(list(zip(tids, identities)), commit=True)
         finally:
             control.close()
         assert results == {tid: None for tid in tids}

@@ -43,8 +43,7 @@ from connectors.kafka.clients._kafka_python import admin_internals
 from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients import KafkaClients, ProducerIdentity
 from connectors.kafka.sink.committable import KafkaCommittable
-from connectors.kafka.sink.committer import KafkaTransactionCommitter
-from connectors.kafka.sink.committing_participant import KafkaCommittingParticipant
+from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.config import KafkaSinkConfig
 from connectors.kafka.kafka_errors import TransactionLostError
 from twophase.transaction_endings import EndRequest, end_transactions, settle
@@ -111,18 +110,17 @@ def committable(transactional_id: str, identity: ProducerIdentity, records: int)
                             transaction_timeout_ms=int(PRODUCER_CONFIG["transaction.timeout.ms"]))
 
 
-def commit(committer: KafkaTransactionCommitter, committables: list[KafkaCommittable], checkpoint_id: int) -> None:
+def commit(committer: KafkaCommitter, committables: list[KafkaCommittable], checkpoint_id: int) -> None:
     """The lifecycle's commit of one checkpoint's transactions: the one loop, its retries and rule."""
-    participant = KafkaCommittingParticipant(committer, "sink")
-    endings = end_transactions([EndRequest(participant, checkpoint_id, c) for c in committables], commit=True,
+    endings = end_transactions([EndRequest(committer, checkpoint_id, c) for c in committables], commit=True,
                                checkpoint_id=checkpoint_id)
     settle(endings, commit=True, checkpoint_id=checkpoint_id)
 
 
-def committer_for(bootstrap: str, prefix: str) -> KafkaTransactionCommitter:
+def committer_for(bootstrap: str, prefix: str) -> KafkaCommitter:
     """The driver's committer, in a client of its own (a restarted driver's)."""
-    return KafkaTransactionCommitter(clients_for(bootstrap), KafkaSinkConfig(
-        bootstrap_servers=bootstrap, transactional_id_prefix=prefix))
+    return KafkaCommitter(clients_for(bootstrap), KafkaSinkConfig(
+        bootstrap_servers=bootstrap, transactional_id_prefix=prefix), "sink")
 
 
 def test_a_transaction_opened_just_after_a_rollover_commits_and_recommits(

@@ -107,7 +107,7 @@ def end_txn(control: TransactionControl, transactional_id: str, identity: Produc
     """EndTxn as the sink sends it: a retriable error (CONCURRENT_TRANSACTIONS while the markers of
     the previous EndTxn are being written, a coordinator moving) is retried; any other error is
     the answer."""
-    retrying(lambda: control.end_transaction(transactional_id, identity, commit))
+    retrying(lambda: control.end_txn(transactional_id, identity, commit))
 
 
 def read_visible(clients: KafkaClients, tp: TopicPartition, read_committed: bool = True) -> list[ConsumedRecord]:
@@ -269,14 +269,14 @@ def repeated_end_txn_succeeds_and_the_opposite_result_is_refused(clients: KafkaC
                 # written), which end_txn retries; the repeat itself succeeds.
                 end_txn(control, tid, identity, commit=commit)
                 wait_for_end_offset(clients, tp, 4)
-                control.end_transaction(tid, identity, commit=commit)
+                control.end_txn(tid, identity, commit=commit)
                 with pytest.raises(InvalidTxnStateError):
                     end_txn(control, tid, identity, commit=not commit)
             finally:
                 control.close()
             fresh = clients.txn_control()
             try:
-                fresh.end_transaction(tid, identity, commit=commit)
+                fresh.end_txn(tid, identity, commit=commit)
             finally:
                 fresh.close()
             assert end_offset(clients, tp, read_committed=False) == 4  # one marker, however often resent
@@ -525,9 +525,9 @@ def end_txn_for_an_unknown_id_or_producer_id_raises_transactional_id_not_found(
         control = clients.txn_control()
         try:
             with pytest.raises(TransactionalIdNotFoundError):
-                control.end_transaction(prefix + "never", ProducerIdentity(123456, 0), commit=True)
+                control.end_txn(prefix + "never", ProducerIdentity(123456, 0), commit=True)
             with pytest.raises(TransactionalIdNotFoundError):
-                control.end_transaction(prefix + "mine", ProducerIdentity(identity.producer_id + 1,
+                control.end_txn(prefix + "mine", ProducerIdentity(identity.producer_id + 1,
                                                                           identity.producer_epoch), commit=True)
             assert len(control.list_open_transactions(prefix + "mine")) == 1
         finally:

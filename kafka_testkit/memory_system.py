@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from twophase.errors import LostTransaction
-from twophase.participants import ResettableSource, TwoPhaseCommitSink
+from twophase.participants import ResettableSource, TransactionCommitter, TwoPhaseCommitSink
 from twophase.transaction_endings import Ending
 
 
@@ -101,12 +101,15 @@ class Handle:
     epoch: int
 
 
-class MemorySink(TwoPhaseCommitSink[MemoryTxn, Handle]):
+class MemorySink(TwoPhaseCommitSink[MemoryTxn, Handle], TransactionCommitter[Handle]):
+    """A sink that is its own committer: a test double needs no second object."""
+
     #: A dropped connection is retried this long (the one retry layer's bound).
     retry_timeout_s = 5.0
 
     def __init__(self, name: str, system: MemoryTransactionalSystem) -> None:
         super().__init__(name)
+        self.committer = self
         self.system = system
         self.recovered: list[Handle] = []
 
@@ -119,11 +122,13 @@ class MemorySink(TwoPhaseCommitSink[MemoryTxn, Handle]):
     def pre_commit(self, txn: MemoryTxn) -> Handle:
         return Handle(txn.txn_id, txn.epoch)
 
-    def end_transactions(self, committables: Sequence[tuple[int, Handle]], commit: bool,
-                         recovering: bool) -> list[Ending]:
-        if commit and recovering:
-            self.recovered.extend(h for _, h in committables)
-            self.system.recommitted.extend(h.txn_id for _, h in committables)
+    def attempt_endings(self, committables: Sequence[tuple[int, Handle]], commit: bool) -> list[Ending]:
+        if commit:
+            # Handles this process did not pre-commit come from a restored checkpoint.
+            own = set(self.pending_committables())
+            restored = [h for _, h in committables if h not in own]
+            self.recovered.extend(restored)
+            self.system.recommitted.extend(h.txn_id for h in restored)
         return [self._end(handle, commit) for _, handle in committables]
 
     def _end(self, handle: Handle, commit: bool) -> Ending:
@@ -142,8 +147,7 @@ class MemorySink(TwoPhaseCommitSink[MemoryTxn, Handle]):
             return Ending.failed(handle.txn_id, exc)
         return Ending.ended(handle.txn_id)
 
-    def lingering_transactions(self, keep: Sequence[Handle],
-                               restored_checkpoint_id: int | None) -> list[tuple[int, Handle]]:
+    def lingering_transactions(self, keep: Sequence[Handle]) -> list[tuple[int, Handle]]:
         kept = {h.txn_id for h in keep}
         return [(-1, Handle(txn_id, self.system.txns[txn_id].epoch))
                 for txn_id in self.system.open_txn_ids(f"{self.name}-") if txn_id not in kept]

@@ -16,7 +16,7 @@ def produce_committed(clients: KafkaClients, topic: str, values: Iterable[bytes]
         producer.produce(topic, value, key=key_of(value))
     producer.flush(10)
     producer.close()
-    clients.txn_control().end_transaction(txn_id, identity, True)
+    clients.txn_control().end_txn(txn_id, identity, True)
 
 
 def produce_aborted(clients: KafkaClients, topic: str, values: Iterable[bytes], txn_id: str = "test-aborter") -> None:

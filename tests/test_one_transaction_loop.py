@@ -1,13 +1,17 @@
 """Ending transactions has one loop and one retry layer (``twophase/transaction_endings.py``):
 no other product module ends a sink's transactions in a loop of its own or retries an ending.
-Found from the source: every call that ends transactions, and every use of tenacity."""
+Each layer has a name of its own: the loop (``end_transactions``), a committer's attempt
+(``attempt_endings``), an EndTxn round (``end_txn_round``) and one client call (``end_txn``).
+Found from the source: every call of each layer, and every use of tenacity."""
 
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("twophase", "connectors")
-ENDING_CALLS = {"end_transactions", "end_transaction"}
+LOOP = {"end_transactions"}
+ATTEMPT = {"attempt_endings"}
+END_TXN = {"end_txn_round", "end_txn"}
 
 
 def _product_modules():
@@ -21,19 +25,36 @@ def _calls(tree, names):
             and (getattr(node.func, "attr", None) in names or getattr(node.func, "id", None) in names)]
 
 
+def _callers(names):
+    # The simulated Kafka is a broker, not a sink: its EndTxn ends what a client asks it to.
+    return {where for where, tree in _product_modules() if _calls(tree, names)
+            and not where.startswith("connectors/simulated_kafka/")}
+
+
 def test_transactions_are_ended_only_through_the_one_loop():
-    callers = {where for where, tree in _product_modules() if _calls(tree, ENDING_CALLS)}
-    # The embedded cluster is a broker, not a sink: its EndTxn ends what a client asks it to.
-    callers.discard("connectors/kafka/clients/embedded_cluster.py")
-    assert callers == {
-        "twophase/transaction_endings.py",  # the one loop: participants' one attempt each
+    assert _callers(LOOP) == {
         "twophase/lifecycle.py",  # commit, recovery, abort and sweep call the loop
-        "connectors/kafka/sink/kafka_sink.py",  # the in-process sink delegates its committer side
-        "connectors/kafka/sink/committing_participant.py",  # which hands a call to the committer
-        "connectors/kafka/sink/committer.py",  # one EndTxn round for a call's transactions
+    }, sorted(_callers(LOOP))
+    assert _callers(ATTEMPT) == {
+        "twophase/transaction_endings.py",  # the loop: a committer's one attempt at each transaction
+    }, sorted(_callers(ATTEMPT))
+    assert _callers(END_TXN) == {
+        "connectors/kafka/sink/committer.py",  # an attempt: one EndTxn round per id's turn
         "connectors/kafka/clients/_kafka_python/transaction_control.py",  # EndTxn of one id, as a round of one
         "connectors/tools/loader.py",  # the load tool ends the one test-data transaction it wrote
-    }, sorted(callers)
+    }, sorted(_callers(END_TXN))
+
+
+def test_each_layer_has_one_name():
+    """No product function is named after another layer's verb: the loop's name is the loop's."""
+    defined: dict[str, set[str]] = {}
+    for where, tree in _product_modules():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in LOOP | ATTEMPT | END_TXN:
+                defined.setdefault(node.name, set()).add(where.split("/")[0] + "/" + where.split("/")[1])
+    assert defined["end_transactions"] == {"twophase/transaction_endings.py"}
+    assert defined["attempt_endings"] == {"twophase/participants.py", "connectors/kafka"}
+    assert all(where.startswith("connectors/") for name in END_TXN for where in defined[name])
 
 
 def test_the_sink_code_retries_nothing_itself():

@@ -156,8 +156,7 @@ class CheckpointCoordinator:
                 committed = savepoints.is_savepoint_committed(savepoint_path)
                 self._adopt_savepoint(checkpoint, committed, savepoint_path)
             else:
-                checkpoint = self.store.latest()
-                committed = checkpoint is not None and self.store.is_committed(checkpoint.checkpoint_id)
+                checkpoint, committed = self._lifecycle().stored_checkpoint()
             if checkpoint is not None:
                 unknown = set(checkpoint.operator_states) - set(self._participants)
                 if unknown and not self._allow_non_restored_state:
@@ -309,7 +308,7 @@ class CheckpointCoordinator:
             except OSError as exc:
                 raise self._abort(pending, f"writing the savepoint failed: {exc!r}") from exc
         try:
-            self.last_commit = self._lifecycle().complete(checkpoint)
+            self.last_commit = self._lifecycle().complete(checkpoint).timings
         except failpoints.FailpointCrash:
             raise
         except OSError as exc:

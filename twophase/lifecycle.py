@@ -1,48 +1,22 @@
-"""The commit lifecycle: what becomes of a checkpoint once its participants have acknowledged it,
-what a (re)start does, and what happens when an engine gives up on a checkpoint. Every engine uses
-it: the in-process scheduler (``twophase/coordinator.py``) and the Spark sink's driver
-(``connectors/spark/sink_driver.py``). It owns no thread and no clock; it keeps nothing between
-calls but the participants, so a short-lived process can make one and use it once.
+"""The commit lifecycle: the one place that reads the checkpoint store to decide what becomes of
+a checkpoint (commit, replay, abort) and what a (re)start does; every engine (the in-process
+coordinator, the Spark sink's driver) hands it what it knows and gets back what happened. It owns
+no thread and no clock, and keeps nothing between calls but its participants.
 
-:meth:`CommitLifecycle.complete` makes the decision and carries it out, in these steps:
-
-1. **store** the completed checkpoint durably. This is the decision: from here on its
-   transactions are committed, never aborted, by whoever gets there first;
-2. **commit** every sink transaction it names (the first alone, then the rest, so that a crash
-   between them leaves the partly committed checkpoint recovery must finish), through the one
-   loop that ends transactions (``twophase/transaction_endings.py``), whose one rule says what
-   follows a failure;
-3. **mark** it committed in the store;
-4. **sweep**: abort lingering transactions of the sinks that ask for it (housekeeping: its failure
-   fails nothing, the next checkpoint sweeps again);
-5. **record** its statistics, with the timings of the steps above (best effort);
-6. **subsume** the checkpoints beyond retention (after 5, which reads the previous record's
-   running totals).
-
-:meth:`CommitLifecycle.recover`, once per (re)start:
-
-1. **commit** the stored checkpoint's transactions if it is not confirmed committed, and mark it;
-2. **abort lingering** transactions of every sink, except those it just committed (unless the
-   engine says that writers of the next checkpoint may already be writing);
-3. **rewind**: every participant gets the checkpoint's state back (sources their offsets).
-
-:meth:`CommitLifecycle.abort`: a stored checkpoint is committed (step 1 of recovery), never
-aborted; a checkpoint never stored has the transactions its participants acknowledged aborted.
-
-Commit, recovery, abort and sweep end transactions through the same loop, with the same rule
-(``twophase/transaction_endings.py``). The engine tells participants that a checkpoint completed
-(``notify_checkpoint_complete``) after :meth:`CommitLifecycle.complete` returns: nothing of
-exactly-once depends on it.
-
-Each crash window has one failpoint, hit here and nowhere else, except pre-commit's, which the
-writer side hits.
+:meth:`CommitLifecycle.complete` carries out the decision in numbered steps (0: a stored checkpoint
+not confirmed committed is committed first, and a checkpoint at or below the newest stored one is
+a replay; then 1 store, 2 commit, 3 mark, 4 sweep, 5 record, 6 subsume).
+:meth:`CommitLifecycle.recover`: 1 commit the stored checkpoint, 2 abort lingering, 3 rewind.
+:meth:`CommitLifecycle.abort`: a stored checkpoint is committed, never aborted. The protocol, its
+crash windows and their failpoints: ``design/exactly-once-protocol.md``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any, Mapping, Sequence
 
 from twophase import failpoints
@@ -66,6 +40,29 @@ def _ms(seconds: float) -> float:
     return seconds * 1000
 
 
+@dataclass(frozen=True)
+class Completion:
+    """What :meth:`CommitLifecycle.complete` did with one checkpoint."""
+
+    checkpoint_id: int
+    #: The timings of its steps; None for a replay, which commits nothing new.
+    timings: CommitTimings | None = None
+    #: The newest stored checkpoint, when this checkpoint's id is at or below it: a replay of a
+    #: decided checkpoint. What the replay's participants acknowledged was aborted.
+    replay_of: int | None = None
+
+
+class Abandonment(str, Enum):
+    """What :meth:`CommitLifecycle.abandon` did with a checkpoint an engine gave up on."""
+
+    #: It was stored: its transactions are committed (now, or before), never aborted.
+    COMMITTED = "committed"
+    #: Never stored: its transactions are aborted.
+    ABORTED = "aborted"
+    #: Ending its transactions failed; the next recovery commits (stored) or aborts (not) them.
+    LEFT_TO_RECOVERY = "left_to_recovery"
+
+
 class CommitLifecycle:
     def __init__(self, store: FileCheckpointStore, participants: Sequence[CheckpointParticipant]) -> None:
         self.store = store
@@ -74,12 +71,21 @@ class CommitLifecycle:
 
     # -- complete --------------------------------------------------------------------------------
 
-    def complete(self, checkpoint: CompletedCheckpoint, *, started: float | None = None) -> CommitTimings:
-        """Steps 1-6 of the module doc for ``checkpoint``; returns their timings. ``started``: the
-        monotonic time the engine began this commit (its work until step 1 is ``prepare_ms``).
-        Nothing is called back: whether the checkpoint got stored is the store's to say."""
+    def complete(self, checkpoint: CompletedCheckpoint, *, started: float | None = None) -> Completion:
+        """Steps 0-6 of the module doc for ``checkpoint``. ``started``: the monotonic time the engine
+        began this commit (its work until step 1 is ``prepare_ms``). Whether the checkpoint got
+        stored is the store's to say: nothing is called back."""
         begun = time.monotonic()
         checkpoint_id = checkpoint.checkpoint_id
+        # 0. A stored checkpoint's transactions are committed before anything else (whoever gets
+        # there first: a crash after storing it leaves that to the next process); and a checkpoint
+        # at or below the newest stored one is a replay of a decided checkpoint.
+        newest, committed = self.stored_checkpoint()
+        if newest is not None and not committed:
+            self.commit_stored(newest)
+        if newest is not None and checkpoint_id <= newest.checkpoint_id:
+            self._abort_replayed(checkpoint)
+            return Completion(checkpoint_id, replay_of=newest.checkpoint_id)
         # 1. store: the decision.
         self.store.add(checkpoint, subsume=False)
         stored = time.monotonic()
@@ -91,7 +97,7 @@ class CommitLifecycle:
         endings = end_transactions(requests, commit=True, checkpoint_id=checkpoint_id, after_first=lambda: failpoints.hit(
             failpoints.MID_COMMIT, checkpoint_id=checkpoint_id))
         self._settle_commit(checkpoint_id, requests, endings, recovering=False)
-        committed = time.monotonic()
+        committed_at = time.monotonic()
         # 3. mark.
         self.store.mark_committed(checkpoint_id)
         marked = time.monotonic()
@@ -102,15 +108,54 @@ class CommitLifecycle:
         timings = CommitTimings(
             total_ms=_ms(swept - (started if started is not None else begun)),
             prepare_ms=_ms(begun - started) if started is not None else 0.0,
-            store_ms=_ms(stored - begun), commit_ms=_ms(committed - stored), mark_ms=_ms(marked - committed),
+            store_ms=_ms(stored - begun), commit_ms=_ms(committed_at - stored), mark_ms=_ms(marked - committed_at),
             sweep_ms=_ms(swept - marked))
         # 5. record.
         self._record(checkpoint_id, CheckpointOutcome.COMMITTED, requests, endings, timings, lingering or ())
         # 6. subsume.
         self.store.subsume(newest=checkpoint_id)
-        return timings
+        return Completion(checkpoint_id, timings)
+
+    def _abort_replayed(self, checkpoint: CompletedCheckpoint) -> None:
+        """What the participants of a replayed checkpoint acknowledged (tasks that did not know it
+        was decided) is aborted, best effort: the sweep after the next commit ends what remains."""
+        try:
+            self.abort_transactions(checkpoint.checkpoint_id, checkpoint.operator_states)
+        except failpoints.FailpointCrash:
+            raise
+        except Exception as exc:
+            log.warning("checkpoint %d: aborting the transactions of its replay failed: %r; the next sweep "
+                        "aborts them as lingering", checkpoint.checkpoint_id, exc)
 
     # -- recover ---------------------------------------------------------------------------------
+
+    def stored_checkpoint(self) -> tuple[CompletedCheckpoint | None, bool]:
+        """The newest stored checkpoint (None: nothing stored) and whether the store confirms its
+        commit."""
+        newest = self.store.latest()
+        return newest, newest is not None and self.store.is_committed(newest.checkpoint_id)
+
+    def newest_stored_id(self) -> int | None:
+        """The newest checkpoint id the store lists, readable or not (None: nothing stored): what
+        a guard compares an engine's own log against."""
+        ids = self.store.checkpoint_ids()
+        return ids[-1] if ids else None
+
+    def recover_where_due(self, next_checkpoint_id: int | None, *, run_starts: bool) -> int | None:
+        """The recovery, where it is due before the participants of checkpoint
+        ``next_checkpoint_id`` (None: not known) begin; returns the newest stored checkpoint id
+        (None: nothing stored), whose participants, replayed, have nothing to write.
+
+        It is due when a run starts (``run_starts``: the engine knows none of this run's checkpoints
+        began yet), and then only for a stored checkpoint not confirmed committed (a crash
+        interrupted its commit) or a replayed one (``next_checkpoint_id`` is stored already). An
+        engine whose run crashed before storing anything leaves what lingers to the sweep after its
+        first commit."""
+        newest, committed = self.stored_checkpoint()
+        replay = newest is not None and next_checkpoint_id is not None and next_checkpoint_id <= newest.checkpoint_id
+        if run_starts or (newest is not None and not committed) or replay:
+            self.recover(newest, committed=committed)
+        return newest.checkpoint_id if newest is not None else None
 
     def recover(self, checkpoint: CompletedCheckpoint | None, *, committed: bool,
                 abort_lingering: bool = True) -> None:
@@ -146,7 +191,7 @@ class CommitLifecycle:
         log.info("checkpoint %d is stored but not confirmed committed: committing its %d transaction(s) again",
                  checkpoint_id, len(requests))
         started = time.monotonic()
-        endings = end_transactions(requests, commit=True, checkpoint_id=checkpoint_id, recovering=True)
+        endings = end_transactions(requests, commit=True, checkpoint_id=checkpoint_id)
         self._settle_commit(checkpoint_id, requests, endings, recovering=True)
         took = time.monotonic() - started
         log.info("checkpoint %d: re-committed %d transaction(s) on restore (%.0f ms): %s", checkpoint_id,
@@ -162,7 +207,7 @@ class CommitLifecycle:
 
         A stored checkpoint's transactions are committed, never aborted: if it is not confirmed
         committed yet it is committed now, and True is returned. Otherwise every transaction
-        pre-committed for it that the states name is aborted (by the one rule) and False is
+        pre-committed for it that the states name is aborted (by the rule of ``transaction_endings.py``) and False is
         returned."""
         if checkpoint_id in self.store.checkpoint_ids():
             if not self.store.is_committed(checkpoint_id):
@@ -171,11 +216,36 @@ class CommitLifecycle:
         self.abort_transactions(checkpoint_id, states)
         return False
 
+    def abandon(self, checkpoint_id: int, states: Mapping[str, JsonValue]) -> Abandonment:
+        """:meth:`abort` for an engine that reports its own failure and wants none of ours (Spark);
+        never raises. A checkpoint never stored then has the lingering transactions swept too:
+        what its tasks left open without the engine passing on their acknowledgement."""
+        try:
+            stored = self.abort(checkpoint_id, states)
+        except failpoints.FailpointCrash:
+            raise
+        except Exception as exc:
+            if checkpoint_id in self.store.checkpoint_ids():
+                log.warning("checkpoint %d failed after it was stored: its transactions are committed, not aborted; "
+                            "committing them here failed (%r), the next recovery does", checkpoint_id, exc)
+            else:
+                log.warning("checkpoint %d failed: aborting its pre-committed transactions failed (%r); the next "
+                            "recovery aborts them as lingering", checkpoint_id, exc)
+            return Abandonment.LEFT_TO_RECOVERY
+        if stored:
+            log.warning("checkpoint %d failed after it was stored: its transactions are committed, not aborted",
+                        checkpoint_id)
+            return Abandonment.COMMITTED
+        aborted = self.sweep(checkpoint_id)
+        log.warning("checkpoint %d failed: aborted its pre-committed transactions and %d more its tasks left open "
+                    "(%s)", checkpoint_id, len(aborted), ", ".join(aborted) or "none")
+        return Abandonment.ABORTED
+
     def abort_transactions(self, checkpoint_id: int, states: Mapping[str, JsonValue]) -> None:
         """Abort every transaction pre-committed for ``checkpoint_id`` that ``states`` name, by a
-        process that will not commit them (by the one rule). Only for transactions no stored
+        process that will not commit them (by that rule). Only for transactions no stored
         checkpoint holds: :meth:`abort` decides that."""
-        requests = [EndRequest(p, cid, c) for p in self.committers if states.get(p.name) is not None
+        requests = [EndRequest(p.committer, cid, c) for p in self.committers if states.get(p.name) is not None
                     for cid, c in p.committables(checkpoint_id, states[p.name]) if cid == checkpoint_id]
         settle(end_transactions(requests, commit=False, checkpoint_id=checkpoint_id),
                commit=False, checkpoint_id=checkpoint_id)
@@ -188,7 +258,7 @@ class CommitLifecycle:
     # -- the steps' parts ------------------------------------------------------------------------
 
     def _requests(self, checkpoint: CompletedCheckpoint) -> list[EndRequest]:
-        return [EndRequest(p, cid, c) for p in self.committers
+        return [EndRequest(p.committer, cid, c) for p in self.committers
                 for cid, c in p.committables(checkpoint.checkpoint_id, checkpoint.state_of(p.name))]
 
     def _settle_commit(self, checkpoint_id: int, requests: list[EndRequest], endings: list[Ending],
@@ -207,7 +277,7 @@ class CommitLifecycle:
             if recovering:
                 raise
             failed = next(i for i, e in enumerate(endings) if e.outcome in (EndingOutcome.FAILED, EndingOutcome.RETRY_LATER))
-            raise CheckpointCommitError(checkpoint_id, requests[failed].participant.name, exc) from exc
+            raise CheckpointCommitError(checkpoint_id, requests[failed].committer.name, exc) from exc
 
     def _sweep(self, checkpoint_id: int | None, requests: list[EndRequest],
                participants: Sequence[CommittingParticipant[Any]], failing: bool = False) -> list[str] | None:
@@ -243,10 +313,10 @@ class CommitLifecycle:
         lingering: list[EndRequest] = []
         unlisted: list[Exception] = []
         for participant in participants:
-            keep = [r.committable for r in requests if r.participant is participant]
+            committer = participant.committer
+            keep = [r.committable for r in requests if r.committer is committer]
             try:
-                lingering += [EndRequest(participant, cid, c)
-                              for cid, c in participant.lingering_transactions(keep, checkpoint_id)]
+                lingering += [EndRequest(committer, cid, c) for cid, c in committer.lingering_transactions(keep)]
             except failpoints.FailpointCrash:
                 raise
             except Exception as exc:
@@ -257,7 +327,7 @@ class CommitLifecycle:
 
     def _record(self, checkpoint_id: int, outcome: CheckpointOutcome, requests: list[EndRequest],
                 endings: list[Ending], timings: CommitTimings | None, lingering: Sequence[str]) -> None:
-        parts = [f for f in (p.figures([r.committable for r in requests if r.participant is p])
+        parts = [f for f in (p.committer.figures([r.committable for r in requests if r.committer is p.committer])
                              for p in self.committers) if f is not None]
         if not parts:
             return

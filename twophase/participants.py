@@ -1,12 +1,6 @@
-"""What takes part in a checkpoint: the participant contract, resettable sources and
-two-phase-commit sinks (Flink's CheckpointedFunction, CheckpointListener and
-TwoPhaseCommitSinkFunction, in Python).
-
-A two-phase-commit sink has two sides, as in Flink's Sink V2: the writer side (begin, write,
-pre-commit) runs where records are produced, and the committer side (:class:`CommittingParticipant`:
-end transactions, one attempt each, and find lingering ones) is driven by the commit lifecycle,
-which alone decides when each step runs (``twophase/lifecycle.py``), through the one loop that
-ends transactions (``twophase/transaction_endings.py``)."""
+"""What takes part in a checkpoint: participants, resettable sources, two-phase-commit sinks and
+the committers that end their transactions (Flink's CheckpointedFunction, TwoPhaseCommitSinkFunction
+and Sink V2's Committer). The protocol: ``design/exactly-once-protocol.md``."""
 
 from __future__ import annotations
 
@@ -97,49 +91,51 @@ class ResettableSource(CheckpointParticipant, Generic[Offsets]):
         self.restore_state(restored.state)
 
 
-class CommittingParticipant(CheckpointParticipant, Generic[Committable]):
-    """The committer side of a two-phase-commit sink: its checkpointed state names pre-committed
-    transactions, and the commit lifecycle (``twophase/lifecycle.py``) ends them.
+class TransactionCommitter(ABC, Generic[Committable]):
+    """Ends a sink's pre-committed transactions (Flink's ``Committer``): one attempt at each, and
+    which transactions linger. When each runs, what is retried and what follows a failure is the
+    commit lifecycle's, through the loop of ``twophase/transaction_endings.py``."""
 
-    The lifecycle runs every step, through the one loop of ``twophase/transaction_endings.py``,
-    which retries and applies the one failure rule; a subclass only says how to make one attempt
-    at ending each transaction, and what lingers. Once a checkpoint is stored its transactions are
-    committed, never aborted, whoever gets there: the lifecycle right after storing it, or the
-    recovery of whichever process comes next. Transactions pre-committed for a checkpoint that was
-    never stored are aborted.
-    """
-
-    #: Abort lingering transactions after every commit, not only at recovery: for engines where no
-    #: transaction of the sink may be open between checkpoints (Spark's micro-batches).
-    sweeps_after_commit = False
+    #: Stable name, for log lines and errors.
+    name: str
     #: How long the one retry layer attempts again a transaction whose ending asked to be retried
     #: later (the Kafka sink: ``eos.brokerRetryTimeoutMs``).
     retry_timeout_s: float = 60.0
 
     @abstractmethod
-    def committables(self, checkpoint_id: int, state: JsonValue) -> list[tuple[int, Committable]]:
-        """The transactions checkpoint ``checkpoint_id`` must commit, given this participant's
-        ``state`` in it, each with the checkpoint it was pre-committed for, oldest first."""
-
-    @abstractmethod
-    def end_transactions(self, committables: Sequence[tuple[int, Committable]], commit: bool,
-                         recovering: bool) -> "list[Ending]":
+    def attempt_endings(self, committables: Sequence[tuple[int, Committable]], commit: bool) -> "list[Ending]":
         """One attempt at committing (``commit``) or aborting each, answering exactly one
         :class:`~twophase.transaction_endings.Ending` each, in order. Never retries, and never raises
         for one transaction's failure: the outcome says it. A commit of a committed transaction is
-        ended (commits are idempotent); so is an abort of one already ended. ``recovering``: they
-        come from a restored checkpoint, not from this process's own pre-commit."""
+        ended (commits are idempotent); so is an abort of one already ended."""
 
     @abstractmethod
-    def lingering_transactions(self, keep: Sequence[Committable],
-                               checkpoint_id: int | None) -> list[tuple[int, Committable]]:
+    def lingering_transactions(self, keep: Sequence[Committable]) -> list[tuple[int, Committable]]:
         """Every open transaction of this sink except those in ``keep``: transactions nobody will
         ever end, which stall readers until they do. The lifecycle aborts them (the sweep)."""
 
     def figures(self, committables: Sequence[Committable]) -> "CommitFigures | None":
-        """What the checkpoint's statistics record of this participant's ``committables`` (the
-        lifecycle adds what was lost of them); None (the default): nothing is recorded."""
+        """What the checkpoint's statistics record of ``committables`` (the lifecycle adds what was
+        lost of them); None (the default): nothing is recorded."""
         return None
+
+
+class CommittingParticipant(CheckpointParticipant, Generic[Committable]):
+    """A participant whose checkpointed state names pre-committed transactions, and the
+    :attr:`committer` that ends them (Flink: the committables a sink's writer hands on, and the
+    committer the sink creates). The commit lifecycle (``twophase/lifecycle.py``) goes to the
+    committer itself: nothing forwards to it."""
+
+    #: Abort lingering transactions after every commit, not only at recovery: for engines where no
+    #: transaction of the sink may be open between checkpoints (Spark's micro-batches).
+    sweeps_after_commit = False
+    #: What ends this participant's transactions.
+    committer: TransactionCommitter[Committable]
+
+    @abstractmethod
+    def committables(self, checkpoint_id: int, state: JsonValue) -> list[tuple[int, Committable]]:
+        """The transactions checkpoint ``checkpoint_id`` must commit, given this participant's
+        ``state`` in it, each with the checkpoint it was pre-committed for, oldest first."""
 
     def snapshot_state(self, checkpoint_id: int) -> JsonValue:
         raise IllegalStateError(f"participant {self.name!r} has no snapshot: its state comes from the engine's "
@@ -152,8 +148,8 @@ class CommittingParticipant(CheckpointParticipant, Generic[Committable]):
 class TwoPhaseCommitSink(CommittingParticipant[Committable], Generic[Txn, Committable]):
     """Exactly-once sink: one transaction per checkpoint, committed when the checkpoint completes.
 
-    Subclasses implement the writer side (begin, write, pre-commit) and the committer side of
-    :class:`CommittingParticipant`; this base keeps the pre-committed transactions keyed by
+    Subclasses implement the writer side (begin, write, pre-commit) and set :attr:`committer`;
+    this base keeps the pre-committed transactions keyed by
     checkpoint id. The commit lifecycle drives them:
 
     - ``snapshot_state(N)``: pre-commit the current transaction, start the next one, and return

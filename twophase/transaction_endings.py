@@ -1,9 +1,12 @@
-"""Ending transactions: the one loop that commits or aborts them, for a checkpoint's commit, a
-recovery, an abort and a sweep, and the one layer that retries them.
+"""Ending transactions: the one loop (:func:`end_transactions`) that commits or aborts them, for a
+checkpoint's commit, a recovery, an abort and a sweep, and the one layer that retries them.
 
-Flink's committer contract (``Committer.commit(Collection<CommitRequest>)``): a committing
-participant makes one attempt at each transaction it is handed and answers, for each, exactly one
-:class:`Ending`:
+Three names, three layers: this **loop** runs **attempts**
+(:meth:`~twophase.participants.TransactionCommitter.attempt_endings`: one try at each transaction
+a committer is handed); the Kafka committer makes an attempt as **EndTxn rounds**
+(``TransactionControl.end_txn_round``). Flink's committer contract
+(``Committer.commit(Collection<CommitRequest>)``): an attempt answers, for each transaction,
+exactly one :class:`Ending`:
 
 - ``ENDED``: committed (or, for an abort, aborted); a transaction found already ended as asked
   is ended (Flink's ``signalAlreadyCommitted``);
@@ -12,14 +15,14 @@ participant makes one attempt at each transaction it is handed and answers, for 
   ``signalFailedWithKnownReason``);
 - ``FAILED``: anything else (Flink's ``signalFailedWithUnknownReason``).
 
-A participant never retries and never raises for one transaction's failure: this module alone
+A committer never retries and never raises for one transaction's failure: this module alone
 decides what follows, by one rule, the same for commit, recovery, abort and sweep:
 
 1. every transaction is attempted, whatever becomes of the others: a failure stops nothing, so no
    other transaction is left open to stall readers;
 2. those that answered ``RETRY_LATER`` are attempted again, all together, with jittered
-   exponential backoff (tenacity), until each has another outcome or the participants' bound has
-   passed (``retry_timeout_s``: ``eos.brokerRetryTimeoutMs`` for the Kafka sink);
+   exponential backoff (tenacity), until each has another outcome or their bound has
+   passed (the committers' ``retry_timeout_s``: ``eos.brokerRetryTimeoutMs`` for the Kafka sink);
 3. then, if any transaction was lost, one :class:`~twophase.errors.TransactionLostError` names
    every lost transaction of the call, with how many others did end; otherwise, if any failed (or
    still asked to be retried at the bound), the first one's error is raised, after a line for each;
@@ -40,7 +43,7 @@ from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay
 from twophase.errors import IllegalStateError, LostTransaction, TransactionLostError
 
 if TYPE_CHECKING:
-    from twophase.participants import CommittingParticipant
+    from twophase.participants import TransactionCommitter
 
 log = logging.getLogger(__name__)
 
@@ -91,35 +94,35 @@ class Ending:
 
 @dataclass(frozen=True)
 class EndRequest:
-    """One transaction to end: the participant that ends it, with the checkpoint it was
+    """One transaction to end: the committer that ends it, with the checkpoint it was
     pre-committed for and its committable."""
 
-    participant: "CommittingParticipant[Any]"
+    committer: "TransactionCommitter[Any]"
     checkpoint_id: int
     committable: Any
 
 
 def end_transactions(requests: Sequence[EndRequest], *, commit: bool, checkpoint_id: int | None,
-                     recovering: bool = False, after_first: Callable[[], None] | None = None) -> list[Ending]:
+                     after_first: Callable[[], None] | None = None) -> list[Ending]:
     """End every request by the rule of the module doc (steps 1-2); returns each one's last
     :class:`Ending`, in order. ``after_first``: called once the first request had its first
     attempt, before the others have theirs (the ``mid_commit`` failpoint's place)."""
     endings: list[Ending | None] = [None] * len(requests)
     action = "commit" if commit else "abort"
-    bound_s = max((r.participant.retry_timeout_s for r in requests), default=0.0)
+    bound_s = max((r.committer.retry_timeout_s for r in requests), default=0.0)
 
     def attempt(indices: list[int]) -> list[int]:
-        """One attempt at each of ``indices``; the ones still to retry."""
+        """One attempt at each of ``indices``, committer by committer; the ones still to retry."""
         rounds = [indices[:1], indices[1:]] if after_first is not None and len(indices) > 1 else [indices]
         for number, part in enumerate(rounds):
             if number:
                 assert after_first is not None
                 after_first()
-            for participant, group in _by_participant([(i, requests[i]) for i in part]):
-                answered = participant.end_transactions(
-                    [(requests[i].checkpoint_id, requests[i].committable) for i in group], commit, recovering)
+            for committer, group in _by_committer([(i, requests[i]) for i in part]):
+                answered = committer.attempt_endings(
+                    [(requests[i].checkpoint_id, requests[i].committable) for i in group], commit)
                 if len(answered) != len(group):
-                    raise IllegalStateError(f"participant {participant.name!r} answered {len(answered)} "
+                    raise IllegalStateError(f"committer {committer.name!r} answered {len(answered)} "
                                             f"endings for {len(group)} transactions")
                 for i, ending in zip(group, answered):
                     endings[i] = ending
@@ -177,8 +180,8 @@ def _ending(endings: list[Ending | None], index: int) -> Ending:
     return ending
 
 
-def _by_participant(indexed: list[tuple[int, EndRequest]]) -> list[tuple["CommittingParticipant[Any]", list[int]]]:
-    grouped: dict[int, tuple["CommittingParticipant[Any]", list[int]]] = {}
+def _by_committer(indexed: list[tuple[int, EndRequest]]) -> list[tuple["TransactionCommitter[Any]", list[int]]]:
+    grouped: dict[int, tuple["TransactionCommitter[Any]", list[int]]] = {}
     for index, request in indexed:
-        grouped.setdefault(id(request.participant), (request.participant, []))[1].append(index)
+        grouped.setdefault(id(request.committer), (request.committer, []))[1].append(index)
     return list(grouped.values())

@@ -7,7 +7,8 @@ all that the write task does (``write_task.py``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from connectors.spark.spark_versions import has_python_data_source_api
@@ -29,3 +30,12 @@ class KafkaCommitMessage(WriterCommitMessage):
     committable: dict[str, Any] | None
     record_count: int
     skipped: bool = False
+
+    # The one codec, where a message travels as data rather than as Spark's pickled object (the
+    # foreachBatch sink's mapInArrow returns it as a string column).
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, raw: str) -> "KafkaCommitMessage":
+        return cls(**json.loads(raw))

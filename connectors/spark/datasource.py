@@ -48,24 +48,24 @@ class KafkaEosDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from connectors.spark.datasource_writers import KafkaEosBatchWriter
         from connectors.spark.options import parse_sink_options
-        from connectors.spark.sink_driver import prepare_before_tasks
+        from connectors.spark.sink_driver import before_planned_tasks
 
         # Spark calls this once per write, before its tasks; the commit uses the writer made here.
         options = parse_sink_options(self.options, streaming=False, plans_write_tasks=self.plans_write_tasks)
-        return KafkaEosBatchWriter(options, schema, prepare_before_tasks(options, schema, first_of_run=True))
+        return KafkaEosBatchWriter(options, schema, before_planned_tasks(options, schema, run_starts=True))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from connectors.spark.datasource_writers import KafkaEosStreamWriter
         from connectors.spark.options import parse_sink_options
-        from connectors.spark.sink_driver import prepare_before_tasks
+        from connectors.spark.sink_driver import before_planned_tasks
 
         options = parse_sink_options(self.options, streaming=True, plans_write_tasks=self.plans_write_tasks)
         if _called_to_commit():
             # The commit or abort of one batch, after its tasks wrote: nothing to prepare, and no
             # recovery (its sweep would abort the batch's own transactions).
-            return KafkaEosStreamWriter(options, schema, committed_through=-1)
+            return KafkaEosStreamWriter(options, schema, stored_through=None)
         # Spark plans the write of every micro-batch: the driver recovers only where needed.
-        return KafkaEosStreamWriter(options, schema, prepare_before_tasks(options, schema, first_of_run=False))
+        return KafkaEosStreamWriter(options, schema, before_planned_tasks(options, schema, run_starts=False))
 
 
 #: The module of Spark's Python process that commits or aborts one batch of a streaming write.

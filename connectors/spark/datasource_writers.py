@@ -1,13 +1,11 @@
 """Kafka writers of the ``kafka-eos`` format (Arrow in), streaming and batch: what Spark's Python
-Data Source API calls. Tasks run :func:`connectors.spark.write_task.write_task` on executors; the
-driver's steps (prepare before the tasks, ``commit``/``abort`` after them) are the sink driver's
-(``connectors/spark/sink_driver.py``), which the foreachBatch helper uses too.
+Data Source API calls. They differ only in how Spark hands them the batch: tasks run
+:func:`connectors.spark.write_task.write_task`; ``commit``/``abort`` hand the messages to the sink
+driver (``sink_driver.py``), which the foreachBatch helper uses too.
 """
 
 from __future__ import annotations
 
-import logging
-import time
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 from pyspark import TaskContext
@@ -16,18 +14,14 @@ from pyspark.sql.types import StructType
 
 from connectors.spark.commit_message import KafkaCommitMessage
 from connectors.spark.options import SinkOptions
-from connectors.spark.sink_driver import BatchContext, SparkSinkDriver
+from connectors.spark.batch_context import BatchContext, streaming_task_batch_id
+from connectors.spark.sink_driver import SparkSinkDriver
 from connectors.spark.spark_versions import has_arrow_stream_writer
-from twophase.errors import IllegalStateError
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["BATCH_ID_PROPERTY", "KafkaCommitMessage", "KafkaEosBatchWriter", "KafkaEosStreamWriter"]
-
-log = logging.getLogger(__name__)
-
-BATCH_ID_PROPERTY = "streaming.sql.batchId"
+__all__ = ["KafkaCommitMessage", "KafkaEosBatchWriter", "KafkaEosStreamWriter"]
 
 if has_arrow_stream_writer():
     from pyspark.sql.datasource import DataSourceStreamArrowWriter
@@ -40,44 +34,43 @@ else:
 
 
 def _write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], checkpoint_id: int,
-                committed_through: int) -> KafkaCommitMessage:
+                stored_through: int | None) -> KafkaCommitMessage:
     # Imported in the task, not with this module: the write planning and the commit runner load
     # this module too, and need neither Arrow nor the producer (bench/README.md, the first batch).
     from connectors.spark.write_task import write_task
 
-    return write_task(options, batches, checkpoint_id, committed_through)
+    return write_task(options, batches, checkpoint_id, stored_through)
+
+
+def _end(options: SinkOptions, context: BatchContext, messages: Sequence[WriterCommitMessage | None],
+         commit: bool) -> None:
+    """Hand a batch's messages to the sink driver: its commit, or its failure."""
+    if not options.config.exactly_once:
+        return
+    with SparkSinkDriver(options) as driver:
+        if commit:
+            driver.commit(context, messages)
+        else:
+            driver.fail(context, messages)
 
 
 class _KafkaWriting:
-    def __init__(self, options: SinkOptions, schema: StructType, committed_through: int) -> None:
+    def __init__(self, options: SinkOptions, schema: StructType, stored_through: int | None) -> None:
         self.options = options
         self.schema = schema
-        self.committed_through = committed_through
+        #: The newest stored checkpoint id when the write was planned (None: nothing stored).
+        self.stored_through = stored_through
 
 
 class KafkaEosStreamWriter(_KafkaWriting, *_ARROW_STREAM_WRITER):  # type: ignore[misc]
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
-        context = TaskContext.get()
-        raw = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
-        if raw is not None:
-            checkpoint_id = int(raw)
-        else:
-            # Spark 4.x sets the property on every streaming task. Without it, the batch planned
-            # after the last committed one is the best guess; commit() refuses a wrong guess.
-            checkpoint_id = self.committed_through + 1
-            log.warning("Spark local property %r is missing; assuming batch %d (checked at commit)",
-                        BATCH_ID_PROPERTY, checkpoint_id)
-        return _write_task(self.options, iterator, checkpoint_id, self.committed_through)
+        return _write_task(self.options, iterator, streaming_task_batch_id(self.stored_through), self.stored_through)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
-        if self.options.config.exactly_once:
-            with SparkSinkDriver(self.options) as driver:
-                driver.commit(BatchContext(batchId), messages)
+        _end(self.options, BatchContext(batchId), messages, commit=True)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
-        if self.options.config.exactly_once:
-            with SparkSinkDriver(self.options) as driver:
-                driver.fail(BatchContext(batchId), messages)
+        _end(self.options, BatchContext(batchId), messages, commit=False)
 
 
 class KafkaEosBatchWriter(_KafkaWriting, DataSourceArrowWriter):
@@ -85,26 +78,17 @@ class KafkaEosBatchWriter(_KafkaWriting, DataSourceArrowWriter):
     commit, recorded in the sink's state directory first (a crash mid-commit is completed by the
     next write with the same state directory)."""
 
-    def __init__(self, options: SinkOptions, schema: StructType, committed_through: int) -> None:
-        super().__init__(options, schema, committed_through)
-        # A fresh id above every stored one (wall-clock ms keeps ids increasing across writers of
-        # one directory). Spark never replays it: an id found stored at commit is another write's.
-        self.context = BatchContext(max(int(time.time() * 1000), committed_through + 1), replayable=False)
+    def __init__(self, options: SinkOptions, schema: StructType, stored_through: int | None) -> None:
+        super().__init__(options, schema, stored_through)
+        self.context = BatchContext.of_batch_write(stored_through)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
-        return _write_task(self.options, iterator, self.context.checkpoint_id, self.committed_through)
+        return _write_task(self.options, iterator, self.context.checkpoint_id, self.stored_through)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
-        if not self.options.config.exactly_once:
-            return
-        ids = {m.checkpoint_id for m in messages if isinstance(m, KafkaCommitMessage)}
-        if ids - {self.context.checkpoint_id}:
-            raise IllegalStateError(f"kafka-eos: tasks of one batch write reported checkpoints {sorted(ids)}")
-        if ids:
-            with SparkSinkDriver(self.options) as driver:
-                driver.commit(self.context, messages)
+        # A write with no task stores nothing.
+        if any(isinstance(m, KafkaCommitMessage) for m in messages):
+            _end(self.options, self.context, messages, commit=True)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
-        if self.options.config.exactly_once:
-            with SparkSinkDriver(self.options) as driver:
-                driver.fail(self.context, messages)
+        _end(self.options, self.context, messages, commit=False)

@@ -14,9 +14,7 @@ process that runs a foreachBatch function is already up, with the kit and its cl
 
 from __future__ import annotations
 
-import json
 import logging
-from dataclasses import asdict
 from typing import Iterator
 
 import pyarrow as pa
@@ -41,19 +39,15 @@ _COMMIT_MESSAGE_SCHEMA = f"{COMMIT_MESSAGE_COLUMN} string"
 class _WriteTask:
     """What ``mapInArrow`` runs in each task; pickled with the sink's options."""
 
-    def __init__(self, options: SinkOptions, checkpoint_id: int, committed_through: int) -> None:
+    def __init__(self, options: SinkOptions, checkpoint_id: int, stored_through: int | None) -> None:
         self.options = options
         self.checkpoint_id = checkpoint_id
-        self.committed_through = committed_through
+        self.stored_through = stored_through
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        message = write_task(self.options, batches, self.checkpoint_id, self.committed_through)
-        yield pa.RecordBatch.from_pydict({COMMIT_MESSAGE_COLUMN: [json.dumps(asdict(message))]},
+        message = write_task(self.options, batches, self.checkpoint_id, self.stored_through)
+        yield pa.RecordBatch.from_pydict({COMMIT_MESSAGE_COLUMN: [message.to_json()]},
                                          schema=pa.schema([(COMMIT_MESSAGE_COLUMN, pa.string())]))
-
-
-def commit_message_of(raw: str) -> KafkaCommitMessage:
-    return KafkaCommitMessage(**json.loads(raw))
 
 
 def write_dataframe(df: DataFrame, options: SinkOptions, context: BatchContext, *,
@@ -62,14 +56,13 @@ def write_dataframe(df: DataFrame, options: SinkOptions, context: BatchContext, 
     timings (None for a replay of a stored batch, which writes nothing, or when the sink is not
     exactly-once).
 
-    ``first_write``: the first write of this process's query run, before which the driver runs
-    the recovery (no task of the run has written yet). ``write_tasks``: at most this many write
+    ``first_write``: the first write of this process's query run (the recovery is due before it). ``write_tasks``: at most this many write
     tasks (``df`` is coalesced to them; ``write_tasks.py``); None: one per partition of ``df``."""
     # Before mapInArrow makes the task function, which takes the Python its workers run from it.
     use_session_python(df.sparkSession)
     with SparkSinkDriver(options) as driver:
-        committed_through = driver.prepare(df.schema, context, first_of_run=first_write)
-        task = _WriteTask(options, context.checkpoint_id, committed_through)
+        stored_through = driver.before_tasks(df.schema, context, run_starts=first_write)
+        task = _WriteTask(options, context.checkpoint_id, stored_through)
         # coalesce concatenates whole partitions in order: per key, the records keep their order.
         to_write = df if write_tasks is None else df.coalesce(write_tasks)
         try:
@@ -83,7 +76,7 @@ def write_dataframe(df: DataFrame, options: SinkOptions, context: BatchContext, 
                 # The workers died unpickling the task, before any of the kit's code ran there.
                 raise WorkerPythonError(worker_python_message(module, _python_exec(df))) from exc
             raise
-        messages = [commit_message_of(row[0]) for row in rows]
+        messages = [KafkaCommitMessage.from_json(row[0]) for row in rows]
         if not options.config.exactly_once:
             return None
         return driver.commit(context, messages)

@@ -41,8 +41,8 @@ from connectors.kafka.source import (
     unique_group_id,
 )
 from connectors.spark.spark_errors import KafkaEosOptionError
-from twophase.state_storage import canonical_location
 from twophase.errors import UnsupportedStateLocationError
+from twophase.storage.state_storage import canonical_location
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +60,17 @@ SOURCE_OPTIONS = (
 )
 SINK_OPTIONS = (
     "kafka.bootstrap.servers", "kafka.*", "topic", "includeHeaders",
-    "eos.deliveryGuarantee", "eos.transactionalIdPrefix", "eos.transactionTimeoutMs", "eos.commitParallelism",
+    "eos.deliveryGuarantee", "eos.transactionalIdPrefix", "eos.transactionTimeoutMs",
     "eos.checkpointTimeoutMs", "eos.restartBudgetMs", "eos.stateDir", "eos.retainedCheckpoints",
     "eos.adoptExistingQuery", "eos.brokerRetryTimeoutMs", "eos.writeTasks",
 )
 STATE_DIR_NAME = "kafka-eos"
+#: Options of earlier releases that no longer do anything, each with what to do: refused in one
+#: line rather than accepted without effect.
+REMOVED_SINK_OPTIONS = {
+    "eos.commitParallelism": "remove it: a batch's EndTxn requests all go out in one round, pipelined on each "
+                             "transaction coordinator's connection, so there is nothing to tune",
+}
 
 
 def offsets_option(value: str, option: str) -> dict[TopicPartition, int]:
@@ -426,7 +432,7 @@ class SinkOptions:
 
 
 def _state_location(value: str, option: str) -> str:
-    """The canonical spelling of a location the kit opens itself (see twophase.state_storage)."""
+    """The canonical spelling of a location the kit opens itself (see twophase.storage.state_storage)."""
     try:
         return canonical_location(value)
     except UnsupportedStateLocationError as exc:
@@ -470,6 +476,9 @@ def _write_tasks(options: Mapping[str, str], plans_write_tasks: bool) -> int | N
 def parse_sink_options(options: Mapping[str, str], *, streaming: bool, plans_write_tasks: bool = False) -> SinkOptions:
     """``plans_write_tasks``: the entry plans its write tasks, so takes eos.writeTasks (the
     foreachBatch helper; format("kafka-eos") through the kit's JVM provider)."""
+    for name, what_to_do in REMOVED_SINK_OPTIONS.items():
+        if any(key.lower() == name.lower() for key in options):
+            raise KafkaEosOptionError(f"option {name} is no longer supported (it never had an effect); {what_to_do}")
     _check_known(options, SINK_OPTIONS, "sink")
     options = _by_lower_case_name(options)
     servers = _bootstrap(options)
@@ -518,7 +527,6 @@ def parse_sink_options(options: Mapping[str, str], *, streaming: bool, plans_wri
             transaction_timeout_ms=transaction_timeout,
             checkpoint_timeout_ms=_int(options, "eos.checkpointTimeoutMs", DEFAULT_CHECKPOINT_TIMEOUT_MS, 1) or 0,
             restart_budget_ms=_int(options, "eos.restartBudgetMs", DEFAULT_RESTART_BUDGET_MS, 0) or 0,
-            commit_parallelism=_int(options, "eos.commitParallelism", 8, 1) or 0,
             # The sink's requests to the brokers (guardrails, EndTxn, listings) retry within it.
             commit_retry_timeout_s=_broker_retry(options, source=False).timeout_ms / 1000,
             client_config=client,

@@ -38,6 +38,7 @@ from twophase.downgrade_guard import refuse_state_of_a_newer_kit
 from twophase.state_owner import StateOwner
 from twophase.state_versions import newer_state_error
 from twophase.errors import CorruptCheckpointError, InvalidValueError
+from twophase.lifecycle import CommitLifecycle
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +96,8 @@ def check_state_readable(store: FileCheckpointStore) -> None:
     legacy counter (``twophase.downgrade_guard``), or a Kafka transaction handle of the
     newest checkpoint (its ``v``). Only reads."""
     refuse_state_of_a_newer_kit(store)
-    newest = store.checkpoint_ids()[-1:]
-    for checkpoint_id in newest:
+    newest = CommitLifecycle(store, ()).newest_stored_id()
+    for checkpoint_id in () if newest is None else (newest,):
         try:
             checkpoint = store.load(checkpoint_id)
         except (CorruptCheckpointError, FileNotFoundError):
@@ -130,7 +131,8 @@ def _bind(store: FileCheckpointStore, wanted: StateOwner, last_committed: int | 
     recorded = store.owner()
     if recorded is not None and not recorded.same_owner_as(wanted):
         raise _refuse_foreign(store, recorded, wanted)
-    covered_by = store.checkpoint_ids()[-1:]
+    newest = CommitLifecycle(store, ()).newest_stored_id()
+    covered_by = [] if newest is None else [newest]
     if recorded is not None and recorded.adopted_through is not None:
         covered_by.append(recorded.adopted_through)
     covered = max(covered_by, default=None)

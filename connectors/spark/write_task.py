@@ -86,15 +86,16 @@ def first_rows(batches: Iterator[pa.RecordBatch]) -> tuple[Iterator[pa.RecordBat
 
 
 def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], checkpoint_id: int,
-               committed_through: int) -> KafkaCommitMessage:
-    """Write one task's rows of checkpoint ``checkpoint_id`` and pre-commit them."""
+               stored_through: int | None) -> KafkaCommitMessage:
+    """Write one task's rows of checkpoint ``checkpoint_id`` and pre-commit them; nothing if the
+    checkpoint is stored already (``stored_through``: the newest stored id, None if none)."""
     context = TaskContext.get()
     partition_id = context.partitionId() if context else 0
     attempt = context.attemptNumber() if context else 0
     # A retry or speculative copy may run beside the attempt it replaces: an id of its own keeps
     # that attempt's late initialisation from fencing this one (transactional_ids.py).
     task_attempt = context.taskAttemptId() if context and attempt > 0 else None
-    if checkpoint_id <= committed_through:
+    if stored_through is not None and checkpoint_id <= stored_through:
         for _ in batches:  # Spark expects the input consumed
             pass
         return KafkaCommitMessage(checkpoint_id, partition_id, attempt, None, 0, skipped=True)

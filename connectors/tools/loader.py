@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from connectors.kafka.clients import KafkaClients
 from connectors.kafka.kafka_errors import KafkaConnectorError
-from connectors.tools.broker import retry_transient
+from connectors.servers.broker_discovery import retry_transient
 from connectors.tools.verify import ProgressCallback
 from twophase.errors import InvalidValueError
 
@@ -79,7 +79,7 @@ def _write_transaction(clients: KafkaClients, topic: str, records: list[tuple[by
         producer.close()
     control = clients.txn_control()
     try:
-        control.end_transaction(transactional_id, identity, commit)
+        control.end_txn(transactional_id, identity, commit)
     finally:
         control.close()
 

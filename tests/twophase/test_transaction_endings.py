@@ -12,7 +12,7 @@ from twophase import failpoints
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.coordinator import CheckpointConfig, CheckpointCoordinator
 from twophase.errors import FailpointCrash, LostTransaction, TransactionLostError
-from twophase.participants import CommittingParticipant
+from twophase.participants import CommittingParticipant, TransactionCommitter
 from twophase.pipeline import LocalPipeline
 from twophase.transaction_endings import EndRequest, Ending, EndingOutcome, end_transactions, settle
 
@@ -24,12 +24,13 @@ def _clean_failpoints():
     failpoints.disable()
 
 
-class Scripted(CommittingParticipant[str]):
+class Scripted(CommittingParticipant[str], TransactionCommitter[str]):
     """Answers each transaction's attempts from a script: a list of outcomes, the last repeated."""
 
     name = "scripted"
 
     def __init__(self, script: dict[str, list[str]], retry_timeout_s: float = 5.0) -> None:
+        self.committer = self
         self.script = script
         self.retry_timeout_s = retry_timeout_s
         self.calls: list[list[str]] = []
@@ -37,7 +38,7 @@ class Scripted(CommittingParticipant[str]):
     def committables(self, checkpoint_id, state):
         return []
 
-    def end_transactions(self, committables, commit, recovering):
+    def attempt_endings(self, committables, commit):
         self.calls.append([c for _, c in committables])
         return [self._answer(c) for _, c in committables]
 
@@ -54,7 +55,7 @@ class Scripted(CommittingParticipant[str]):
             raise FailpointCrash("mid_commit")
         return Ending.failed(txn, PermissionError(f"{txn}: refused"))
 
-    def lingering_transactions(self, keep, checkpoint_id):
+    def lingering_transactions(self, keep):
         return []
 
 
@@ -184,7 +185,7 @@ class Lingering(Scripted):
         self.open_ids = open_ids
         self.listing_error = listing_error
 
-    def lingering_transactions(self, keep, checkpoint_id):
+    def lingering_transactions(self, keep):
         if self.listing_error is not None:
             raise self.listing_error
         return [(-1, t) for t in self.open_ids if t not in keep]

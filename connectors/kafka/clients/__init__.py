@@ -217,16 +217,16 @@ class TransactionControl(Protocol):
     """Ends and finds transactions that other processes opened. One instance may be used by
     several threads at once (parallel commits)."""
 
-    def end_transaction(
+    def end_txn(
         self, transactional_id: str, identity: ProducerIdentity, commit: bool
     ) -> None:
         """Send EndTxn. Repeating the same request after success is not an error."""
 
-    def end_transactions(
+    def end_txn_round(
         self, transactions: Sequence[tuple[str, ProducerIdentity]], commit: bool
     ) -> dict[str, KafkaConnectorError | None]:
         """EndTxn for many transactions at once. Per transactional id: None when it ended, else
-        the error ``end_transaction`` would have raised for it. Raises nothing itself."""
+        the error ``end_txn`` would have raised for it. Raises nothing itself."""
 
     def list_open_transactions(self, transactional_id_prefix: str) -> list[OpenTransaction]:
         """Every transaction whose id starts with the prefix and that is not ended."""

@@ -1,9 +1,13 @@
-"""Ends pre-committed Kafka transactions from any process (Flink's KafkaCommitter).
+"""The Kafka sink's committer (Flink's KafkaCommitter): ends pre-committed transactions from any
+process, and finds the lingering ones. The Spark sink's driver registers it as the participant
+whose state is its tasks' committables; the in-process :class:`~connectors.kafka.sink.kafka_sink.KafkaSink`
+registers it as its committer. The lifecycle goes to it directly (``twophase/lifecycle.py``).
 
 Commit and abort go through EndTxn (``TransactionControl``), not through the producer that opened
-the transaction: that producer lives in a Spark task or a process that may be long gone. One call
-makes one attempt at each transaction it is handed, all their EndTxn requests in flight at once,
-and answers one outcome each (``twophase/transaction_endings.py``, Flink's ``CommitRequest``):
+the transaction: that producer lives in a Spark task or a process that may be long gone. An
+attempt (:meth:`KafkaCommitter.attempt_endings`) sends each transaction it is handed one EndTxn,
+in EndTxn rounds (every request of a round in flight at once), and answers one outcome each
+(``twophase/transaction_endings.py``, Flink's ``CommitRequest``):
 
 - ended: committed, aborted, or found already ended as asked (an abort of a transaction the broker
   already ended, by a fence, a timeout or a commit);
@@ -13,7 +17,7 @@ and answers one outcome each (``twophase/transaction_endings.py``, Flink's ``Com
   ``transaction.timeout.ms``, unknown to the broker), or a transient error after the timeout;
 - failed: anything else.
 
-Nothing here retries: the one loop does (``twophase/transaction_endings.py``), bounded by
+Nothing here retries: the loop does (``twophase/transaction_endings.py``), bounded by
 ``eos.brokerRetryTimeoutMs`` (``KafkaSinkConfig.commit_retry_timeout_s``).
 """
 
@@ -35,7 +39,12 @@ from connectors.kafka.kafka_errors import (
 )
 from connectors.kafka.sink.committable import KafkaCommittable
 from connectors.kafka.sink.config import KafkaSinkConfig
-from twophase.checkpoint import wall_clock_ms
+from connectors.kafka.sink.internal.lingering_transaction_listing import LingeringTransactionListing
+from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
+from connectors.kafka.sink.statistics import commit_figures
+from twophase.checkpoint import JsonValue, wall_clock_ms
+from twophase.checkpoint_statistics import CommitFigures
+from twophase.participants import CommittingParticipant, TransactionCommitter
 from twophase.transaction_endings import Ending
 
 log = logging.getLogger(__name__)
@@ -49,12 +58,41 @@ LOST_PREVENTION = ("keep commits and restarts within transaction.timeout.ms, or 
                    "at most the brokers' transaction.max.timeout.ms)")
 
 
-class KafkaTransactionCommitter:
-    def __init__(self, clients: KafkaClients, config: KafkaSinkConfig) -> None:
+class KafkaCommitter(CommittingParticipant[KafkaCommittable], TransactionCommitter[KafkaCommittable]):
+    """As a participant, a checkpoint's state for it is the list of its transactions' committables
+    (JSON), the Spark sink's tasks' commit messages."""
+
+    def __init__(self, clients: KafkaClients, config: KafkaSinkConfig, name: str, *, slot: int | None = None,
+                 in_flight: Sequence[str] = (), sweeps_after_commit: bool = False) -> None:
+        self.name = name
         self.clients = clients
         self.config = config
+        self.committer = self
+        #: The one retry layer's bound for this sink's endings (eos.brokerRetryTimeoutMs).
+        self.retry_timeout_s = config.commit_retry_timeout_s
+        #: Only this writer slot's transactional ids are swept (None: every id of the prefix).
+        self.slot = slot
+        #: Ids of transactions this process is committing right now, which no sweep may abort.
+        self.in_flight = list(in_flight)
+        #: Spark's micro-batches: between two batches no transaction of the sink may be open.
+        self.sweeps_after_commit = sweeps_after_commit
         self._control_client: TransactionControl | None = None
         self._control_lock = threading.Lock()
+
+    def committables(self, checkpoint_id: int, state: JsonValue) -> list[tuple[int, KafkaCommittable]]:
+        return [(checkpoint_id, KafkaCommittable.from_json(c)) for c in (state or [])]
+
+    def lingering_transactions(self, keep: Sequence[KafkaCommittable]) -> list[tuple[int, KafkaCommittable]]:
+        prefix = self.config.transactional_id_prefix
+        if not self.config.exactly_once or prefix is None:
+            return []
+        kept = [c.transactional_id for c in keep if c.transactional_id] + self.in_flight
+        listing = LingeringTransactionListing(self.control(), TransactionalIdPool(prefix),
+                                              self.config.commit_retry_timeout_s)
+        return [(-1, c) for c in listing.lingering(kept, slot=self.slot)]
+
+    def figures(self, committables: Sequence[KafkaCommittable]) -> CommitFigures:
+        return commit_figures(self.config, committables)
 
     def control(self) -> TransactionControl:
         """The transaction control client, made at first use. One client is shared by the
@@ -71,11 +109,11 @@ class KafkaTransactionCommitter:
         if control is not None:
             control.close()
 
-    def end_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]], commit: bool) -> list[Ending]:
+    def attempt_endings(self, committables: Sequence[tuple[int, KafkaCommittable]], commit: bool) -> list[Ending]:
         """One attempt at committing (or aborting) each, the EndTxn requests pipelined in one round;
         one :class:`Ending` each, in order. A committable with nothing written has nothing to end.
         A transactional id named twice (two checkpoints' transactions) is ended in checkpoint order,
-        one request after the other."""
+        one round after the other."""
         endings: list[Ending | None] = [None] * len(committables)
         rounds: list[dict[str, int]] = []
         for index, (checkpoint_id, committable) in enumerate(committables):
@@ -90,7 +128,7 @@ class KafkaTransactionCommitter:
                 rounds.append(free)
             free[committable.transactional_id] = index
         for by_id in rounds:
-            results = self.control().end_transactions(
+            results = self.control().end_txn_round(
                 [(tid, committables[i][1].identity) for tid, i in by_id.items()], commit)
             for tid, index in by_id.items():
                 checkpoint_id, committable = committables[index]

@@ -49,9 +49,6 @@ class KafkaSinkConfig:
     #: commits: a pre-committed transaction must outlive both.
     checkpoint_timeout_ms: int = DEFAULT_CHECKPOINT_TIMEOUT_MS
     restart_budget_ms: int = DEFAULT_RESTART_BUDGET_MS
-    #: Accepted for the jobs that set eos.commitParallelism; without effect: every EndTxn of a
-    #: call, and every retry of them, goes out at once (``twophase/transaction_endings.py``).
-    commit_parallelism: int = 8
     #: The one retry layer's bound (eos.brokerRetryTimeoutMs): seconds to keep retrying the ending
     #: of a transaction that asked to be retried later; a commit past its transaction's timeout is
     #: lost instead.
@@ -63,7 +60,7 @@ class KafkaSinkConfig:
         object.__setattr__(self, "delivery_guarantee", DeliveryGuarantee.parse(self.delivery_guarantee))
         if not self.bootstrap_servers:
             raise InvalidValueError("bootstrap servers must be given (kafka.bootstrap.servers)")
-        for name in ("transaction_timeout_ms", "checkpoint_timeout_ms", "commit_parallelism"):
+        for name in ("transaction_timeout_ms", "checkpoint_timeout_ms"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InvalidValueError(f"{name} must be an integer >= 1, got {value!r}")

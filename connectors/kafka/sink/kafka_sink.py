@@ -1,25 +1,20 @@
-"""The two-phase-commit Kafka sink as an in-process checkpoint participant (Flink's KafkaSink).
-
-Each checkpoint's records go into one transaction of an id from the sink's pool
-(``sink/internal/transactional_ids.py``: ``{prefix}-{writer}-{checkpoint % 2}``). pre-commit flushes it; the
-commit lifecycle stores its handle and then commits it with EndTxn. On recovery, the lifecycle has
-the handles of an unconfirmed checkpoint committed again and every other open transaction of this
-writer aborted, so no read_committed consumer stays stalled. Those endings go through the one loop
-of ``twophase/transaction_endings.py`` into the one Kafka committing participant
-(``committing_participant.py``), which the Spark sink uses too.
+"""The two-phase-commit Kafka sink as an in-process checkpoint participant (Flink's KafkaSink): the
+writer side, one transaction per checkpoint from the sink's id pool
+(``sink/internal/transactional_ids.py``), and the :class:`~connectors.kafka.sink.committer.KafkaCommitter`
+it registers as its committer, which the lifecycle calls directly. The protocol:
+``design/exactly-once-protocol.md``.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.clients import KafkaClients, ProducerClient
 from connectors.kafka.sink.committable import KafkaCommittable
-from connectors.kafka.sink.committer import KafkaTransactionCommitter
-from connectors.kafka.sink.committing_participant import KafkaCommittingParticipant
+from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.config import KafkaSinkConfig, default_transactional_id_prefix
 from connectors.kafka.kafka_errors import KafkaConnectorError
 from connectors.kafka.sink.guardrails import check_sink
@@ -27,7 +22,6 @@ from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
 from connectors.kafka.sink.writer import KafkaTransactionWriter, ProducerRecord
 from twophase.participants import TwoPhaseCommitSink
 from twophase.errors import InvalidValueError
-from twophase.transaction_endings import Ending
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +32,7 @@ class KafkaSink(TwoPhaseCommitSink[KafkaTransactionWriter, KafkaCommittable]):
         config: KafkaSinkConfig,
         name: str = "kafka-sink",
         *,
-        writer: int = 0,
+        slot: int = 0,
         job_id: str | None = None,
         clients: KafkaClients | None = None,
     ) -> None:
@@ -51,14 +45,13 @@ class KafkaSink(TwoPhaseCommitSink[KafkaTransactionWriter, KafkaCommittable]):
                 )
             config = replace(config, transactional_id_prefix=default_transactional_id_prefix(job_id, name))
         self.config = config
-        self.writer_index = writer
+        #: This writer's slot in the sink's id pool.
+        self.slot = slot
         self.clients = clients or clients_for(config.bootstrap_servers, config.client_config)
-        self.committer = KafkaTransactionCommitter(self.clients, config)
         self.id_pool = TransactionalIdPool(config.transactional_id_prefix) if config.exactly_once else None
         # Only this writer's ids are swept: a parallel writer of the same prefix may not have
         # re-committed its restored transactions yet, and aborting them would lose their records.
-        self.committing = KafkaCommittingParticipant(self.committer, name, slot=writer)
-        self.retry_timeout_s = config.commit_retry_timeout_s
+        self.committer = KafkaCommitter(self.clients, config, name, slot=slot)
         self._plain_producer: ProducerClient | None = None
         check_sink(config, self.clients)
 
@@ -73,7 +66,7 @@ class KafkaSink(TwoPhaseCommitSink[KafkaTransactionWriter, KafkaCommittable]):
         if self.id_pool is not None:
             # Ids of transactions pre-committed but not yet known committed stay theirs.
             in_use = {c.transactional_id for c in self.pending_committables() if c.transactional_id}
-            transactional_id = self.id_pool.transactional_id(self.writer_index, checkpoint_id, in_use)
+            transactional_id = self.id_pool.transactional_id(self.slot, checkpoint_id, in_use)
         return KafkaTransactionWriter(self.clients, self.config, transactional_id, checkpoint_id,
                                       producer=self._plain_producer)
 
@@ -93,16 +86,6 @@ class KafkaSink(TwoPhaseCommitSink[KafkaTransactionWriter, KafkaCommittable]):
         except Exception:
             txn.abort()
             raise
-
-    # The committer side is the one Kafka committing participant's, which the Spark sink uses too.
-
-    def end_transactions(self, committables: Sequence[tuple[int, KafkaCommittable]], commit: bool,
-                         recovering: bool) -> list[Ending]:
-        return self.committing.end_transactions(committables, commit, recovering)
-
-    def lingering_transactions(self, keep: Sequence[KafkaCommittable],
-                               checkpoint_id: int | None) -> list[tuple[int, KafkaCommittable]]:
-        return self.committing.lingering_transactions(keep, checkpoint_id)
 
     def serialize_committable(self, committable: KafkaCommittable) -> Any:
         return committable.to_json()

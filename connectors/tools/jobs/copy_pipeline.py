@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         checkpoint_timeout_ms=args.checkpoint_timeout_ms,
         restart_budget_ms=args.restart_budget_ms,
     )
-    sinks = [KafkaSink(sink_config, name=f"sink-{i}", writer=i, job_id=f"{job_id}|{args.output}")
+    sinks = [KafkaSink(sink_config, name=f"sink-{i}", slot=i, job_id=f"{job_id}|{args.output}")
              for i in range(args.writers)]
     coordinator = CheckpointCoordinator(
         FileCheckpointStore(args.checkpoint_dir),

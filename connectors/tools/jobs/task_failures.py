@@ -14,6 +14,7 @@ import os
 import random
 from typing import TYPE_CHECKING, Iterator
 
+from connectors.spark.batch_context import BATCH_ID_PROPERTY
 from twophase.errors import InvalidValueError
 
 if TYPE_CHECKING:
@@ -24,7 +25,6 @@ log = logging.getLogger(__name__)
 
 TASK_FAILURE_RATE_ENV = "KAFKA_EOS_TASK_FAILURE_RATE"
 TASK_FAILURE_SEED_ENV = "KAFKA_EOS_TASK_FAILURE_SEED"
-BATCH_ID_PROPERTY = "streaming.sql.batchId"
 
 
 class InjectedTaskFailure(RuntimeError):

@@ -17,7 +17,7 @@ from connectors.kafka.kafka_errors import (
 from connectors.kafka.sink.guardrails import check_sink
 from connectors.kafka.source import KafkaSource, KafkaSourceConfig
 from kafka_testkit.topic_records import produce_committed, read_all
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
+from connectors.simulated_kafka import FakeKafkaClients
 
 # Waits between attempts of zero: the tests count attempts, never time.
 FAST = BrokerRetryPolicy(timeout_ms=60_000, retry_interval_ms=0)
@@ -143,9 +143,9 @@ def test_end_txn_rides_through_a_moving_coordinator(fake):
     producer.flush(10)
     producer.close()
     control = fake.txn_control()
-    fake.inject_errors("end_transaction", "NOT_COORDINATOR", count=1)
-    fake.inject_errors("end_transaction", "BROKER_UNAVAILABLE", count=1)
-    FAST.call(lambda: control.end_transaction("tid-1", identity, True), "committing tid-1")
+    fake.inject_errors("end_txn", "NOT_COORDINATOR", count=1)
+    fake.inject_errors("end_txn", "BROKER_UNAVAILABLE", count=1)
+    FAST.call(lambda: control.end_txn("tid-1", identity, True), "committing tid-1")
     assert [r.value for r in read_all(fake, "in")] == [b"x"]
 
 

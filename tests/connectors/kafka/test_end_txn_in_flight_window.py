@@ -131,7 +131,7 @@ def test_a_full_queue_logs_nothing_at_warning_level(monkeypatch: pytest.MonkeyPa
     control = KafkaPythonTransactionControl("127.0.0.1:9")
     monkeypatch.setattr(control, "_client", lambda: object())
     with caplog.at_level(logging.INFO, logger=transaction_control.__name__):
-        results = control.end_transactions(transactions(40), commit=True)
+        results = control.end_txn_round(transactions(40), commit=True)
     assert results == {tid: None for tid, _ in transactions(40)}
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert connections.refused == 0

@@ -7,11 +7,10 @@ import pytest
 from connectors.kafka.sink.committable import KafkaCommittable
 from connectors.kafka.sink.config import DeliveryGuarantee, KafkaSinkConfig
 from connectors.kafka.kafka_errors import RecordTooLargeError, RetriableKafkaError, TransactionLostError
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
-from connectors.kafka.sink.committer import KafkaTransactionCommitter
-from connectors.kafka.sink.committing_participant import KafkaCommittingParticipant
+from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.kafka_sink import KafkaSink
 from connectors.kafka.sink.writer import ProducerRecord
+from connectors.simulated_kafka import FakeKafkaClients
 from kafka_testkit.topic_records import read_all
 from twophase.checkpoint import CompletedCheckpoint
 from twophase.checkpoint_store import FileCheckpointStore
@@ -33,7 +32,7 @@ def make_sink(fake, prefix="job-a", writer=0, fresh_start=True, **overrides):
     options = dict(bootstrap_servers=fake.bootstrap_servers, topic="out", transactional_id_prefix=prefix,
                    commit_retry_timeout_s=5.0)
     options.update(overrides)
-    sink = KafkaSink(KafkaSinkConfig(**options), name=f"sink-{writer}", writer=writer, clients=fake)
+    sink = KafkaSink(KafkaSinkConfig(**options), name=f"sink-{writer}", slot=writer, clients=fake)
     if fresh_start:
         recover(sink, RestoredState(None, None, False))
     return sink
@@ -147,8 +146,8 @@ def test_aborted_checkpoint_is_never_visible(fake, tmp_path):
 def test_retriable_commit_errors_are_retried(fake, tmp_path):
     coordinator, sink = job(fake, tmp_path)
     sink.invoke({"value": b"x"})
-    fake.inject_errors("end_transaction", "COORDINATOR_LOAD_IN_PROGRESS", 2)
-    fake.inject_errors("end_transaction", "CONCURRENT_TRANSACTIONS", 1)
+    fake.inject_errors("end_txn", "COORDINATOR_LOAD_IN_PROGRESS", 2)
+    fake.inject_errors("end_txn", "CONCURRENT_TRANSACTIONS", 1)
     coordinator.trigger_checkpoint()
     assert visible(fake) == [b"x"]
 
@@ -321,7 +320,6 @@ def test_prefix_required_for_exactly_once(fake):
 @pytest.mark.parametrize("options, fragment", [
     (dict(delivery_guarantee="twice"), "delivery guarantee must be one of exactly_once, at_least_once, none"),
     (dict(transaction_timeout_ms=0), "transaction_timeout_ms must be an integer >= 1"),
-    (dict(commit_parallelism=0), "commit_parallelism"),
     (dict(client_config={"transactional.id": "x"}), "transactional.id cannot be set"),
     (dict(transactional_id_prefix="has space"), "prefix"),
 ])
@@ -356,9 +354,9 @@ def test_a_commit_retries_the_retriable_and_reports_the_lost_after_trying_every_
     committables = _pre_committed(fake, config, range(4))
     fake.producer("job-m-2-1").init_transactions(5)  # a zombie's re-init aborts writer 2's transaction
     # The first EndTxn (writer 0, committed alone) fails retriably once, and is retried.
-    fake.inject_errors("end_transaction", "COORDINATOR_LOAD_IN_PROGRESS", 1)
-    committer = KafkaTransactionCommitter(fake, config)
-    lifecycle = CommitLifecycle(FileCheckpointStore(tmp_path / "chk"), [KafkaCommittingParticipant(committer, "s")])
+    fake.inject_errors("end_txn", "COORDINATOR_LOAD_IN_PROGRESS", 1)
+    committer = KafkaCommitter(fake, config, "s")
+    lifecycle = CommitLifecycle(FileCheckpointStore(tmp_path / "chk"), [committer])
     checkpoint = CompletedCheckpoint(1, 0, 0, {"s": [c.to_json() for c in committables]})
     with pytest.raises(TransactionLostError) as lost:
         lifecycle.complete(checkpoint)

@@ -3,9 +3,9 @@ import logging
 import pytest
 
 from connectors.kafka.clients import TopicPartition
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
 from connectors.kafka.source import KafkaSource, KafkaSourceConfig, parse_offsets_json, plan_ranges
 from connectors.kafka.kafka_errors import DataLossError
+from connectors.simulated_kafka import FakeKafkaClients
 from kafka_testkit.topic_records import produce_aborted, produce_committed
 
 
@@ -57,7 +57,7 @@ def test_open_transaction_stalls_reads_until_it_ends(fake):
     source = source_for(fake, assign={"in": [0]}, subscribe=())
     source.restore_state(None)
     assert [r.value for r in drain(source)] == []  # everything on partition 0 is behind the LSO
-    fake.txn_control().end_transaction("open-one", identity, True)
+    fake.txn_control().end_txn("open-one", identity, True)
     values = [r.value for r in drain(source)]
     assert b"pending" in values
 
@@ -106,7 +106,7 @@ def produce_at(fake, records, txn_id):
         producer.produce("in", value, partition=partition, timestamp_ms=ts)
     producer.flush(10)
     producer.close()
-    fake.txn_control().end_transaction(txn_id, identity, True)
+    fake.txn_control().end_txn(txn_id, identity, True)
 
 
 P0, P1 = TopicPartition("in", 0), TopicPartition("in", 1)

@@ -22,7 +22,7 @@ from connectors.spark.sink_driver import SINK_PARTICIPANT, BatchContext, SparkSi
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.datasource_writers import KafkaCommitMessage  # noqa: E402
 from kafka_testkit.topic_records import produce_committed, read_all  # noqa: E402
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients  # noqa: E402
+from connectors.simulated_kafka import FakeKafkaClients  # noqa: E402
 from twophase import failpoints  # noqa: E402
 from twophase.checkpoint import CompletedCheckpoint  # noqa: E402
 from twophase.checkpoint_store import FileCheckpointStore  # noqa: E402
@@ -77,6 +77,11 @@ def test_a_retried_attempt_gets_an_id_of_its_own_that_the_pattern_still_claims()
 
 # -- the Spark sink's driver protocol over hundreds of batches -----------------------------------
 
+
+def _or_none(stored_through):
+    """The newest stored checkpoint id, -1 for none (what the batch arithmetic below compares)."""
+    return -1 if stored_through is None else stored_through
+
 class Query:
     """A query's batches as Spark runs them, without Spark: tasks open their transactions with the
     executor-side naming, the driver side is the real commit protocol. ``crash()`` stands for a
@@ -87,14 +92,14 @@ class Query:
         self.options = parse_sink_options({"kafka.bootstrap.servers": fake.bootstrap_servers, "topic": "out",
                                            "checkpointlocation": str(tmp_path / "chk")}, streaming=True)
         self.pool = TransactionalIdPool(self.options.config.transactional_id_prefix)
-        self.committed_through = SparkSinkDriver(self.options).recover()
+        self.stored_through = _or_none(SparkSinkDriver(self.options).recover())
         self.expected: list[str] = []
         # Spark's task attempt ids: unique in the application
         self.task_attempt_ids = itertools.count(1000)
         self.retries = 0
 
     def restart(self):
-        self.committed_through = SparkSinkDriver(self.options).recover()
+        self.stored_through = _or_none(SparkSinkDriver(self.options).recover())
 
     def task(self, slot, batch, rows, task_attempt=None):
         transactional_id = self.pool.transactional_id(slot, batch, task_attempt=task_attempt)
@@ -108,7 +113,7 @@ class Query:
         for slot in range(tasks):
             # Slots 0 and 1 always write, so every batch has two transactions to commit (mid_commit).
             rows = [f"b{batch}-t{slot}-{i}" for i in range(rng.randint(1 if slot < 2 else 0, 3))]
-            if batch <= self.committed_through:
+            if batch <= self.stored_through:
                 messages.append(KafkaCommitMessage(batch, slot, 0, None, 0, skipped=True))
                 continue
             retry = None
@@ -119,10 +124,10 @@ class Query:
             committable = self.task(slot, batch, rows, task_attempt=retry).pre_commit() if rows else None
             messages.append(KafkaCommitMessage(batch, slot, 0 if retry is None else 1,
                                                committable.to_json() if committable else None, len(rows)))
-            if batch > self.committed_through:
+            if batch > self.stored_through:
                 self.expected.extend(rows)
         SparkSinkDriver(self.options).commit(BatchContext(batch), messages)
-        self.committed_through = max(self.committed_through, batch)
+        self.stored_through = max(self.stored_through, batch)
         if zombie is not None:
             # An attempt of this batch that Spark gave up on starts writing after the commit.
             self.task(zombie, batch, [f"zombie-{batch}"])
@@ -150,7 +155,7 @@ def test_ids_stay_within_the_pool_over_hundreds_of_batches(tmp_path):
             failpoints.disable()
             crashes += 1
             query.restart()  # a new driver: recovery commits a stored batch before any task runs
-            if query.committed_through < batch:
+            if query.stored_through < batch:
                 query.expected = [v for v in query.expected if not v.startswith(f"b{batch}-")]
             continue  # Spark replays the batch: written again if it was not stored, else skipped
         query.run_batch(batch, tasks, rng, fail_rate=0.2, zombie=zombie)
@@ -181,7 +186,9 @@ def test_a_stale_handle_of_a_reused_id_is_lost_never_committed_in_place_of_the_n
         protocol.lifecycle.complete(CompletedCheckpoint(2, 0, 0, {SINK_PARTICIPANT: [old.to_json()]}))
     assert lost.value.transactional_id == old.transactional_id
     assert read_all(fake, "out") == []  # "new" was not committed by the stale handle
-    protocol.lifecycle.complete(CompletedCheckpoint(4, 0, 0, {SINK_PARTICIPANT: [new.to_json()]}))
+    # A state of its own: this one's stored checkpoint 2 is lost, and stays what a commit meets first.
+    elsewhere = SparkSinkDriver(query.options, store=FileCheckpointStore(tmp_path / "elsewhere"))
+    elsewhere.lifecycle.complete(CompletedCheckpoint(4, 0, 0, {SINK_PARTICIPANT: [new.to_json()]}))
     assert [r.value for r in read_all(fake, "out")] == [b"new"]
 
 
@@ -240,7 +247,7 @@ def test_in_process_sinks_reuse_their_pool_across_checkpoints_and_failovers(tmp_
         source = KafkaSource(KafkaSourceConfig(bootstrap_servers=fake.bootstrap_servers, subscribe=["in"],
                                                starting_offsets="earliest", ending_offsets="latest"), clients=fake)
         config = KafkaSinkConfig(bootstrap_servers=fake.bootstrap_servers, topic="out", transactional_id_prefix=prefix)
-        sinks = [KafkaSink(config, name=f"sink-{w}", writer=w, clients=fake) for w in range(2)]
+        sinks = [KafkaSink(config, name=f"sink-{w}", slot=w, clients=fake) for w in range(2)]
         pipeline = LocalPipeline(coordinator, source, lambda r: [ProducerRecord(value=r.value, key=r.key)], sinks,
                                  route=lambda v: int(v.value[1:]) % 2, max_poll_records=10,
                                  checkpoint_every_records=10)

@@ -22,11 +22,11 @@ from connectors.monitoring import status as status_module  # noqa: E402
 from connectors.monitoring.status import attention_reasons, read_status  # noqa: E402
 from kafka_testkit.topic_records import produce_committed  # noqa: E402
 from kafka_testkit.crashing_storage import CrashingStorage, SimulatedCrash, WriteLog  # noqa: E402
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients  # noqa: E402
+from connectors.simulated_kafka import FakeKafkaClients  # noqa: E402
 from twophase import failpoints  # noqa: E402
 from twophase.checkpoint_statistics import CheckpointOutcome  # noqa: E402
 from twophase.checkpoint_store import FileCheckpointStore  # noqa: E402
-from twophase.state_storage import open_state_storage  # noqa: E402
+from twophase.storage.state_storage import open_state_storage  # noqa: E402
 
 QUERY_ID = "5c7e0c3e-0000-4000-8000-000000000001"
 ROWS_PER_TASK = (3, 2, 4)
@@ -71,8 +71,8 @@ class Query:
         store = None if storage is None else FileCheckpointStore(storage, self.options.retained_checkpoints,
                                                                  check_writable=False)
         protocol = SparkSinkDriver(self.options, store=store)
-        committed_through = protocol.recover()
-        if committed_through >= batch_id:  # a replay: its tasks see the batch committed and write nothing
+        stored_through = protocol.recover()
+        if stored_through is not None and stored_through >= batch_id:  # a replay: its tasks see the batch committed and write nothing
             messages = [KafkaCommitMessage(batch_id, t, 0, None, 0, skipped=True) for t in range(len(ROWS_PER_TASK))]
         else:
             messages = self.tasks(batch_id)

@@ -25,7 +25,7 @@ from connectors.spark.sink_driver import SINK_PARTICIPANT, BatchContext, SparkSi
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.write_task import write_task  # noqa: E402
 from kafka_testkit.topic_records import read_all  # noqa: E402
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients  # noqa: E402
+from connectors.simulated_kafka import FakeKafkaClients  # noqa: E402
 from kafka_testkit.memory_system import ListSource, StepClock  # noqa: E402
 from twophase import failpoints  # noqa: E402
 from twophase.checkpoint_store import FileCheckpointStore  # noqa: E402
@@ -86,7 +86,7 @@ class InProcess:
             CheckpointConfig(checkpoint_interval=None, tolerable_failed_checkpoints=10), clock=StepClock(0.1))
         config = KafkaSinkConfig(bootstrap_servers=self.fake.bootstrap_servers, topic="out",
                                  transactional_id_prefix="inproc")
-        sinks = [KafkaSink(config, name=f"sink-{i}", writer=i, clients=self.fake) for i in range(2)]
+        sinks = [KafkaSink(config, name=f"sink-{i}", slot=i, clients=self.fake) for i in range(2)]
         LocalPipeline(coordinator, ListSource(list(range(RECORDS))),
                       lambda r: [{"value": f"r{r}".encode(), "partition": r % TASKS}], sinks,
                       route=lambda v: int(v["value"][1:]) % 2, max_poll_records=TASKS * ROWS,
@@ -111,25 +111,24 @@ class SparkWithoutSpark:
     def __init__(self, fake, tmp_path, monkeypatch, jvm_lives: bool = False):
         self.fake = fake
         self.options = parse_sink_options({"kafka.bootstrap.servers": fake.bootstrap_servers, "topic": "out",
-                                           "checkpointlocation": str(tmp_path / "chk"),
-                                           "eos.commitparallelism": "1"}, streaming=True)
+                                           "checkpointlocation": str(tmp_path / "chk")}, streaming=True)
         self.commit_log: set[int] = set()
         self.jvm_lives = jvm_lives
         self.aborts = 0
         self._monkeypatch = monkeypatch
 
-    def _task(self, partition_id: int, batch_id: int, committed_through: int):
+    def _task(self, partition_id: int, batch_id: int, stored_through: int | None):
         context = SimpleNamespace(partitionId=lambda: partition_id, attemptNumber=lambda: 0)
         self._monkeypatch.setattr(write_task_module, "TaskContext", SimpleNamespace(get=lambda: context))
         rows = pa.RecordBatch.from_pydict({
             "value": [f"b{batch_id}-t{partition_id}-{i}".encode() for i in range(ROWS)],
             "partition": pa.array([partition_id] * ROWS, pa.int32())})
-        return write_task(self.options, iter([rows]), batch_id, committed_through)
+        return write_task(self.options, iter([rows]), batch_id, stored_through)
 
     def run(self) -> None:
-        committed_through = SparkSinkDriver(self.options).recover()
+        stored_through = SparkSinkDriver(self.options).recover()
         for batch_id in range(max(self.commit_log, default=-1) + 1, BATCHES):
-            messages = [self._task(t, batch_id, committed_through) for t in range(TASKS)]
+            messages = [self._task(t, batch_id, stored_through) for t in range(TASKS)]
             try:
                 SparkSinkDriver(self.options).commit(BatchContext(batch_id), messages)
             except failpoints.FailpointCrash:
@@ -209,9 +208,9 @@ def test_spark_abort_of_a_stored_batch_commits_it(fake, tmp_path, monkeypatch, c
     assert engine.aborts == 1
     assert_exactly_once(fake, engine)
     decided = [r.getMessage() for r in caplog.records if "are committed, not aborted" in r.getMessage()]
-    assert len(decided) == 1 and decided[0].startswith("batch 1 failed after its checkpoint was stored"), decided
+    assert len(decided) == 1 and decided[0].startswith("checkpoint 1 failed after it was stored"), decided
     assert "INVALID_TXN_STATE" not in caplog.text
-    assert "batch 1 failed: aborting" not in caplog.text
+    assert "checkpoint 1 failed: aborting" not in caplog.text
 
 
 def test_spark_abort_of_a_batch_never_stored_aborts_every_transaction(fake, tmp_path, monkeypatch):
@@ -229,9 +228,9 @@ def test_abort_goes_on_past_a_failure_and_already_committed_is_no_error(fake, tm
     from connectors.kafka.sink.committable import KafkaCommittable
 
     handles = [KafkaCommittable.from_json(m.committable) for m in messages]
-    fake.txn_control().end_transaction(handles[0].transactional_id, handles[0].identity, True)  # committed meanwhile
+    fake.txn_control().end_txn(handles[0].transactional_id, handles[0].identity, True)  # committed meanwhile
     control = protocol.committer.control()
-    real_end = control.end_transactions
+    real_end = control.end_txn_round
     calls = []
 
     def end(transactions, commit):
@@ -239,7 +238,7 @@ def test_abort_goes_on_past_a_failure_and_already_committed_is_no_error(fake, tm
         results = real_end([t for t in transactions if t[0] != handles[1].transactional_id], commit)
         return {**results, handles[1].transactional_id: KafkaConnectorError("EndTxn: refused")}
 
-    monkeypatch.setattr(control, "end_transactions", end)
+    monkeypatch.setattr(control, "end_txn_round", end)
     states = {SINK_PARTICIPANT: [m.committable for m in messages]}
     with pytest.raises(KafkaConnectorError, match="refused"):
         protocol.lifecycle.abort_transactions(0, states)
@@ -248,7 +247,7 @@ def test_abort_goes_on_past_a_failure_and_already_committed_is_no_error(fake, tm
     assert open_ids == {handles[1].transactional_id}
     assert sorted(r.value for r in read_all(fake, "out", read_committed=False))  # data was written
     # Aborting the committed one again is still no error.
-    monkeypatch.setattr(control, "end_transactions", real_end)
+    monkeypatch.setattr(control, "end_txn_round", real_end)
     protocol.lifecycle.abort_transactions(0, {SINK_PARTICIPANT: [messages[0].committable]})
 
 
@@ -265,7 +264,7 @@ def test_a_failed_sweep_after_the_commit_does_not_fail_the_batch(fake, tmp_path,
     with caplog.at_level(logging.WARNING):
         timings = protocol.commit(BatchContext(0), messages)
     assert timings is not None
-    assert protocol.store.is_committed(0)
+    assert protocol.lifecycle.store.is_committed(0)
     assert sorted(r.value for r in read_all(fake, "out")) == sorted(
         f"b0-t{t}-{i}".encode() for t in range(TASKS) for i in range(ROWS))
     assert "checkpoint 0: aborting lingering transactions failed" in caplog.text
@@ -280,6 +279,6 @@ def test_abort_of_a_transaction_found_committed_is_not_an_error(fake, tmp_path, 
 
     handle = KafkaCommittable.from_json(messages[0].committable)
     with pytest.raises(InvalidTxnStateError):  # what the broker answers, which abort() takes as done
-        protocol.committer.control().end_transaction(handle.transactional_id, handle.identity, False)
+        protocol.committer.control().end_txn(handle.transactional_id, handle.identity, False)
     protocol.lifecycle.abort_transactions(0, {SINK_PARTICIPANT: [messages[0].committable]})
     assert len(read_all(fake, "out")) == TASKS * ROWS

@@ -12,7 +12,7 @@ from connectors.spark.sink_driver import BatchContext, SparkSinkDriver  # noqa: 
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.datasource_writers import KafkaCommitMessage  # noqa: E402
 from kafka_testkit.topic_records import read_all  # noqa: E402
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients  # noqa: E402
+from connectors.simulated_kafka import FakeKafkaClients  # noqa: E402
 from twophase import failpoints  # noqa: E402
 
 
@@ -66,16 +66,16 @@ def test_commit_stores_then_commits_every_task(fake, options):
     SparkSinkDriver(options).commit(BatchContext(0), run_tasks(fake, options, 0))
     assert visible(fake) == expected([0])
     protocol = SparkSinkDriver(options)
-    assert protocol.store.is_committed(0)
+    assert protocol.lifecycle.store.is_committed(0)
     assert protocol.recover() == 0
 
 
 @pytest.mark.parametrize("failpoint", ["after_checkpoint_stored", "before_commit", "mid_commit"])
 def test_crash_between_store_and_commit_is_completed_by_recover(fake, tmp_path, failpoint):
-    # One commit at a time, so a raised mid_commit really leaves the batch half committed (with
-    # parallel commits the pool finishes the others before the exception gets out).
+    # The first transaction is committed alone, so a raised mid_commit really leaves the batch half
+    # committed.
     options = parse_sink_options({"kafka.bootstrap.servers": fake.bootstrap_servers, "topic": "out",
-                                  "checkpointlocation": str(tmp_path / "chk"), "eos.commitparallelism": "1"},
+                                  "checkpointlocation": str(tmp_path / "chk")},
                                  streaming=True)
     messages = run_tasks(fake, options, 0)
     failpoints.enable(failpoint, "raise")
@@ -86,7 +86,7 @@ def test_crash_between_store_and_commit_is_completed_by_recover(fake, tmp_path, 
     # The restarted query's streamWriter() recovers before the replay's tasks write.
     assert SparkSinkDriver(options).recover() == 0
     assert visible(fake) == expected([0])
-    # The replay of batch 0 writes nothing (its tasks see committed_through=0) and commits nothing.
+    # The replay of batch 0 writes nothing (its tasks see stored_through=0) and commits nothing.
     SparkSinkDriver(options).commit(BatchContext(0), [KafkaCommitMessage(0, t, 0, None, 0, skipped=True) for t in range(3)])
     assert visible(fake) == expected([0])
 

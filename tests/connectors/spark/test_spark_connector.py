@@ -16,7 +16,7 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients  # noqa: E402
+from connectors.simulated_kafka import FakeKafkaClients  # noqa: E402
 from connectors.tools.jobs.task_failures import TASK_FAILURE_RATE_ENV, TASK_FAILURE_SEED_ENV, with_task_failures  # noqa: E402
 from kafka_testkit.topic_records import produce_aborted, produce_committed, read_all  # noqa: E402
 
@@ -265,7 +265,7 @@ def test_foreach_batch_helper_ends_the_transactions_of_a_failed_batch(spark, fak
     with caplog.at_level("WARNING", logger="connectors.spark.sink_driver"):
         with pytest.raises(Exception, match="boom"):
             query.awaitTermination(120)
-    assert "batch 0 failed: aborted" in caplog.text
+    assert "checkpoint 0 failed: aborted" in caplog.text
     assert read_all(fake, "out") == [], "nothing of the failed batch is visible"
     query = start(fail=False)
     query.processAllAvailable()

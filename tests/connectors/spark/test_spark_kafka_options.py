@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from connectors.kafka.clients import TopicPartition  # noqa: E402
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients  # noqa: E402
+from connectors.simulated_kafka import FakeKafkaClients  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -46,7 +46,7 @@ def timed(tmp_path):
         producer.produce("in", f"p{partition}-{ts}".encode(), partition=partition, timestamp_ms=ts)
     producer.flush(10)
     producer.close()
-    clients.txn_control().end_transaction("timed", identity, True)
+    clients.txn_control().end_txn("timed", identity, True)
     return clients
 
 

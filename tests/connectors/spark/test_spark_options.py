@@ -82,13 +82,17 @@ def test_sink_defaults_and_prefix_per_query():
     assert sink().config.transactional_id_prefix == a.config.transactional_id_prefix  # stable across restarts
 
 
+def test_a_removed_option_is_refused_in_one_line_saying_what_to_do():
+    with pytest.raises(KafkaEosOptionError, match=r"^option eos.commitParallelism is no longer supported .*; remove it: "):
+        sink(**{"eos.COMMITPARALLELISM": "4"})
+
+
 def test_sink_our_options():
     parsed = sink(**{"eos.transactionalIdPrefix": "orders-job", "eos.transactionTimeoutMs": "700000",
-                     "eos.commitParallelism": "4", "eos.deliveryGuarantee": "at_least_once",
+                     "eos.deliveryGuarantee": "at_least_once",
                      "kafka.linger.ms": "20"})
     assert parsed.config.transactional_id_prefix == "orders-job"
     assert parsed.config.transaction_timeout_ms == 700000
-    assert parsed.config.commit_parallelism == 4
     assert not parsed.config.exactly_once
     assert parsed.config.client_config == {"linger.ms": "20"}
     assert sink(**{"kafka.transaction.timeout.ms": "800000"}).config.transaction_timeout_ms == 800000

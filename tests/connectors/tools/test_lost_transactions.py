@@ -14,7 +14,7 @@ pytest.importorskip("pyspark")
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from connectors.kafka.sink.committer import KafkaTransactionCommitter  # noqa: E402
+from connectors.kafka.sink.committer import KafkaCommitter  # noqa: E402
 from connectors.kafka.kafka_errors import TransactionLostError  # noqa: E402
 from connectors.kafka.sink.writer import KafkaTransactionWriter  # noqa: E402
 from connectors.spark.sink_driver import BatchContext, SparkSinkDriver  # noqa: E402
@@ -134,14 +134,12 @@ def test_the_committer_attempts_every_end_txn_and_raises_one_error_for_all_lost(
     # Three are taken over by newer producers (fenced, so aborted); one is still committable.
     for committable in committables[1:]:
         query.fake.producer(committable.transactional_id, {}).init_transactions(TIMEOUT_MS)
-    from connectors.kafka.sink.committing_participant import KafkaCommittingParticipant
     from twophase.checkpoint import CompletedCheckpoint
     from twophase.checkpoint_store import FileCheckpointStore
     from twophase.lifecycle import CommitLifecycle
 
-    committer = KafkaTransactionCommitter(query.fake, config)
     lifecycle = CommitLifecycle(FileCheckpointStore(str(tmp_path / "committer-chk")),
-                                [KafkaCommittingParticipant(committer, "sink")])  # the Spark driver's
+                                [KafkaCommitter(query.fake, config, "sink")])  # the Spark driver's
     with pytest.raises(TransactionLostError) as lost:
         lifecycle.complete(CompletedCheckpoint(0, 0, 0, {"sink": [c.to_json() for c in committables]}))
     assert lost.value.transaction_count == 3 and lost.value.record_count == 2 + 3 + 4
@@ -176,13 +174,14 @@ def test_the_in_process_engine_counts_the_losses_of_every_sink_of_a_checkpoint(t
     from twophase.checkpoint_statistics import CommitFigures, read_statistics
     from twophase.checkpoint_store import FileCheckpointStore
     from twophase.coordinator import CheckpointCoordinator
-    from twophase.participants import CommittingParticipant
+    from twophase.participants import CommittingParticipant, TransactionCommitter
     from twophase.transaction_endings import Ending
     from connectors.kafka.kafka_errors import LostTransaction
 
-    class Losing(CommittingParticipant[str]):
+    class Losing(CommittingParticipant[str], TransactionCommitter[str]):
         def __init__(self, name: str) -> None:
             self.name = name
+            self.committer = self
             self.attempted: list[str] = []
 
         def snapshot_state(self, checkpoint_id):
@@ -191,12 +190,12 @@ def test_the_in_process_engine_counts_the_losses_of_every_sink_of_a_checkpoint(t
         def committables(self, checkpoint_id, state):
             return [(checkpoint_id, f"{self.name}-txn")]
 
-        def end_transactions(self, committables, commit, recovering):
+        def attempt_endings(self, committables, commit):
             self.attempted += [c for _, c in committables]
             return [Ending.lost_with(c, LostTransaction(c, 7, 0, 5, (f"{self.name}-0",)), OSError("gone"))
                     for _, c in committables]
 
-        def lingering_transactions(self, keep, checkpoint_id):
+        def lingering_transactions(self, keep):
             return []
 
         def figures(self, committables):

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from connectors.tools.broker import find_broker
+from connectors.servers.broker_discovery import find_broker
 from connectors.tools.loader import load_input
 from connectors.tools.replay import FAILED, PASSED, Replay, ReplayOptions
 from connectors.tools.replay_jobs import JobTemplate
@@ -39,7 +39,7 @@ JOB = textwrap.dedent('''
             producer.produce(sink, json.dumps({"key": group, "count": counts[group]}).encode(), key=group.encode())
         producer.flush(10)
         producer.close()
-        clients.txn_control().end_transaction(f"b{number}", identity, True)
+        clients.txn_control().end_txn(f"b{number}", identity, True)
 ''')
 
 

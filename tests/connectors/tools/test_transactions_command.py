@@ -2,8 +2,8 @@
 
 import json
 
+from connectors.simulated_kafka import FakeKafkaClients
 from connectors.tools import cli
-from connectors.kafka.clients.embedded_cluster import FakeKafkaClients
 
 
 def test_lists_ids_in_every_state_and_the_open_ones(tmp_path, capsys):
@@ -18,7 +18,7 @@ def test_lists_ids_in_every_state_and_the_open_ones(tmp_path, capsys):
         producer.flush(5)
         producer.close()
         if end is not None:
-            control.end_transaction(tid, identity, commit=end)
+            control.end_txn(tid, identity, commit=end)
     fake.producer("job-1-1", {}).init_transactions(5)  # initialised, never used
 
     assert cli.main(["transactions", "--bootstrap", fake.bootstrap_servers, "--prefix", "job", "--json"]) == 0

@@ -10,7 +10,7 @@ import kafka-python;
 everything it raises is a type of ``connectors/kafka/kafka_errors.py``, through the one table of ``clients/error_table.py``.
 
 Nothing here retries: each call makes one attempt and maps what went wrong. Retrying transient
-errors (``RetriableKafkaError``) is the caller's decision (for EndTxn, the one loop of
+errors (``RetriableKafkaError``) is the caller's decision (for EndTxn, the loop of
 ``twophase/transaction_endings.py``).
 
 Connection settings are the librdkafka-style client configuration, translated by
@@ -149,14 +149,14 @@ class KafkaPythonTransactionControl:
 
     # -- EndTxn --------------------------------------------------------------------------------
 
-    def end_transaction(
+    def end_txn(
         self, transactional_id: str, identity: ProducerIdentity, commit: bool
     ) -> None:
-        error = self.end_transactions([(transactional_id, identity)], commit)[transactional_id]
+        error = self.end_txn_round([(transactional_id, identity)], commit)[transactional_id]
         if error is not None:
             raise error
 
-    def end_transactions(
+    def end_txn_round(
         self, transactions: Sequence[tuple[str, ProducerIdentity]], commit: bool
     ) -> dict[str, KafkaConnectorError | None]:
         """EndTxn for every transaction, sent together: one batched FindCoordinator, then the

@@ -1,4 +1,4 @@
-"""Finding a sink's lingering transactions: open transactions nobody will ever end.
+"""Finding a sink's lingering transactions (open transactions nobody will ever end) by listing them.
 
 A crashed task, a crashed driver, a zombie task attempt or a task count that shrank between runs
 can leave a transaction of the sink open. An open transaction holds back the last stable offset of
@@ -7,8 +7,8 @@ until it ends or times out (``transaction.timeout.ms``, up to 15 minutes by defa
 
 This is Flink's "listing" abort strategy: ListTransactions finds the sink's ongoing transactions
 by id prefix and DescribeTransactions gives their (producer id, epoch); the lifecycle's sweep then
-ends them with EndTxn(abort), through the one loop that ends transactions.
-It needs no knowledge of which ids were ever used, so it also finds ids of slots that no longer
+ends them with EndTxn(abort), through the loop of ``twophase/transaction_endings.py``.
+It needs no knowledge of which ids were ever used, so it also finds ids of writer slots that no longer
 exist and ids named by an older version of the kit.
 """
 
@@ -28,16 +28,16 @@ log = logging.getLogger(__name__)
 UNKNOWN_RECORD_COUNT = -1
 
 
-class LingeringTransactions:
-    """Finds the open transactions of one sink's id pool, except those it is told to keep; the
-    lifecycle aborts them through the one loop that ends transactions."""
+class LingeringTransactionListing:
+    """Lists the open transactions of one sink's id pool, except those it is told to keep; the
+    lifecycle aborts them through the loop that ends transactions."""
 
     def __init__(self, control: TransactionControl, pool: TransactionalIdPool, retry_timeout_s: float) -> None:
         self.control = control
         self.pool = pool
         self.retry_timeout_s = retry_timeout_s
 
-    def find(self, keep: Iterable[str] = (), slot: int | None = None) -> list[KafkaCommittable]:
+    def lingering(self, keep: Iterable[str] = (), slot: int | None = None) -> list[KafkaCommittable]:
         """Every open transaction of the pool (of ``slot`` only, if given) whose id is not in
         ``keep``, as committables to abort.
 
