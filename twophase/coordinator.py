@@ -1,14 +1,9 @@
 """The checkpoint coordinator: Flink's CheckpointCoordinator, the in-process scheduler of
-checkpoints, as a small clock-driven state machine on top of the commit lifecycle.
-
-The scheduler decides *when*: periodic triggers, the minimum pause, tolerable failed
-checkpoints, savepoints, and the statistics history of the last checkpoints. Its participants
-snapshot in the trigger's call (the in-process engine's), so a checkpoint completes or fails
-before the trigger returns. (Spark numbers and acknowledges its own checkpoints: its driver uses
-the lifecycle directly, not this scheduler.)
-What happens to a checkpoint once every participant acknowledged it (store, commit, mark, sweep,
-record, subsume), at recovery and on abort is the lifecycle's (``twophase/lifecycle.py``), which
-the Spark sink's driver uses directly.
+checkpoints, on top of the commit lifecycle (``twophase/lifecycle.py``), which decides what
+becomes of each checkpoint. The scheduler decides *when*: periodic triggers, the minimum pause,
+tolerable failed checkpoints, savepoints, and the statistics history. Its participants snapshot
+in the trigger's call, so a checkpoint completes or fails before the trigger returns. The
+protocol: ``design/exactly-once-protocol.md``.
 
 The coordinator owns no thread. Whoever drives the job (the in-process pipeline) calls
 :meth:`CheckpointCoordinator.tick` for periodic triggers, so tests control time

@@ -120,10 +120,10 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], checkpoi
         topic = first.column("topic")[0].as_py()
     # The producer is made ready (InitProducerId) while the task converts its first rows and
     # Spark computes the rest.
-    prepared = None if transactional_id is None else PRODUCERS.prepare(
+    initialising = None if transactional_id is None else PRODUCERS.initialise(
         clients, transactional_id, KafkaTransactionWriter.producer_config(config), config.flush_timeout_s,
         topic)
-    writer = KafkaTransactionWriter(clients, config, transactional_id, checkpoint_id, prepared=prepared)
+    writer = KafkaTransactionWriter(clients, config, transactional_id, checkpoint_id, initialising=initialising)
     try:
         with gc_paused():
             for batch in batches:

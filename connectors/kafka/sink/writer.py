@@ -11,7 +11,7 @@ from connectors.kafka.clients import KafkaClients, ProduceBatch, ProducerClient,
 from connectors.kafka.sink.committable import KafkaCommittable
 from connectors.kafka.sink.config import DeliveryGuarantee, KafkaSinkConfig
 from connectors.kafka.kafka_errors import KafkaConnectorError
-from connectors.kafka.sink.internal.producer_pool import PRODUCERS, PreparedProducer
+from connectors.kafka.sink.internal.producer_pool import PRODUCERS, InitialisingProducer
 from twophase.checkpoint import wall_clock_ms
 from twophase.errors import InvalidTypeError, InvalidValueError
 
@@ -88,7 +88,7 @@ class KafkaTransactionWriter:
     """Writes one checkpoint's records of one writer.
 
     exactly_once: a transactional producer of ``transactional_id`` (the id pool's choice, see
-    ``sink/internal/transactional_ids.py``), taken at the first record from ``prepared`` (made ready by the
+    ``sink/internal/transactional_ids.py``), taken at the first record from ``initialising`` (made ready by the
     producer pool while the caller computed its rows) or else created then; its initialisation
     fences any earlier producer of the id (a zombie attempt) and aborts its transaction.
     at_least_once / none: a plain producer, reusable across checkpoints.
@@ -101,7 +101,7 @@ class KafkaTransactionWriter:
         transactional_id: str | None,
         checkpoint_id: int,
         producer: ProducerClient | None = None,
-        prepared: PreparedProducer | None = None,
+        initialising: InitialisingProducer | None = None,
     ) -> None:
         self.config = config
         self.checkpoint_id = checkpoint_id
@@ -112,7 +112,7 @@ class KafkaTransactionWriter:
         self.identity: ProducerIdentity | None = None
         self._producer: ProducerClient | None = producer
         self._owns_producer = producer is None
-        self._prepared = prepared
+        self._initialising = initialising
         if config.exactly_once and not transactional_id:
             raise InvalidValueError("an exactly_once writer needs a transactional id")
         self.transactional_id = transactional_id if config.exactly_once else None
@@ -123,14 +123,14 @@ class KafkaTransactionWriter:
         Kafka refuses to end one the broker never saw begin (INVALID_TXN_STATE)."""
         if self._producer is None:
             if self.transactional_id is not None:
-                prepared, self._prepared = self._prepared, None
-                if prepared is None:
-                    prepared = PRODUCERS.prepare(self._clients, self.transactional_id,
-                                                 self.producer_config(self.config), self.config.flush_timeout_s,
-                                                 self.config.topic)
+                initialising, self._initialising = self._initialising, None
+                if initialising is None:
+                    initialising = PRODUCERS.initialise(self._clients, self.transactional_id,
+                                                        self.producer_config(self.config),
+                                                        self.config.flush_timeout_s, self.config.topic)
                 # Initialising fenced any earlier producer of this id (a zombie attempt) and
                 # aborted its transaction. The identity is read at pre-commit, when it costs no wait.
-                self._producer = prepared.take(self.config.flush_timeout_s)
+                self._producer = initialising.take(self.config.flush_timeout_s)
                 self.begin_timestamp_ms = wall_clock_ms()
                 log.debug("transaction %s begun for checkpoint %d", self.transactional_id, self.checkpoint_id)
             else:
@@ -145,10 +145,10 @@ class KafkaTransactionWriter:
         return producer_config
 
     def discard(self) -> None:
-        """Release what the writer holds without writing: a prepared producer no record needed."""
-        if self._prepared is not None:
-            self._prepared.discard()
-            self._prepared = None
+        """Release what the writer holds without writing: a initialising producer no record needed."""
+        if self._initialising is not None:
+            self._initialising.discard()
+            self._initialising = None
 
     def write(self, record: ProducerRecord | Mapping[str, Any]) -> None:
         args = coerce_record(record, self.config.topic)

@@ -1,6 +1,6 @@
-"""A write task with no row opens no transaction: no producer is prepared, so no InitProducerId
+"""A write task with no row opens no transaction: no producer is initialising, so no InitProducerId
 registers its transactional id on the broker (at 200 shuffle partitions most of a stateful
-query's tasks have no row). A task with rows still prepares its producer once, at its first
+query's tasks have no row). A task with rows still initialises its producer once, at its first
 non-empty Arrow batch, and writes every row."""
 
 from __future__ import annotations
@@ -37,26 +37,26 @@ def run_task(fake, tmp_path, monkeypatch, partition_id: int, batches: list[pa.Re
                                   "checkpointlocation": str(tmp_path / "chk")}, streaming=True)
     context = SimpleNamespace(partitionId=lambda: partition_id, attemptNumber=lambda: 0)
     monkeypatch.setattr(write_task_module, "TaskContext", SimpleNamespace(get=lambda: context))
-    return options, write_task(options, iter(batches), 0, -1)
+    return options, write_task(options, iter(batches), 0, None)
 
 
-def test_a_task_without_rows_prepares_no_producer_and_leaves_no_transactional_id(fake, tmp_path, monkeypatch):
-    prepared: list[str] = []
-    real = write_task_module.PRODUCERS.prepare
+def test_a_task_without_rows_initialises_no_producer_and_leaves_no_transactional_id(fake, tmp_path, monkeypatch):
+    initialising: list[str] = []
+    real = write_task_module.PRODUCERS.initialise
 
-    def prepare(clients, transactional_id, *args, **kwargs):
-        prepared.append(transactional_id)
+    def initialise(clients, transactional_id, *args, **kwargs):
+        initialising.append(transactional_id)
         return real(clients, transactional_id, *args, **kwargs)
 
-    monkeypatch.setattr(write_task_module.PRODUCERS, "prepare", prepare)
+    monkeypatch.setattr(write_task_module.PRODUCERS, "initialise", initialise)
     for partition_id, batches in enumerate([[], [batch()], [batch(), batch()]]):
         _, message = run_task(fake, tmp_path, monkeypatch, partition_id, batches)
         assert (message.committable, message.record_count) == (None, 0)
-    assert prepared == []
+    assert initialising == []
     options, message = run_task(fake, tmp_path, monkeypatch, 7, [batch(), batch(b"a", b"b"), batch(b"c")])
     assert message.record_count == 3
     prefix = options.config.transactional_id_prefix
-    assert prepared == [f"{prefix}-7-0"]
+    assert initialising == [f"{prefix}-7-0"]
     # The broker knows the id of the task that wrote, and no other.
     assert [t.transactional_id for t in fake.txn_control().list_transactions(prefix + "-")] == [f"{prefix}-7-0"]
 

@@ -10,7 +10,7 @@ the task's first rows (reading them from Kafka, for a copy), instead of followin
 Flink's pool goes further and recycles a producer for a later checkpoint. librdkafka cannot: a
 producer's transaction is ended by the driver's EndTxn, from another process, and a handle that
 still believes its transaction open can neither begin another nor be initialised again.
-Preparing, while a task of batch N writes, the producer its slot will use in batch N+1 pays only
+Initialising, while a task of batch N writes, the producer its slot will use in batch N+1 pays only
 when the same worker runs that slot again, which Spark does not arrange: measured on
 ``local[2]`` with 4 slots, 1 task in 5 found its producer ready, and the other 4 paid an
 InitProducerId each for nothing. What does pay is making each InitProducerId fast
@@ -30,7 +30,7 @@ from connectors.kafka.clients import KafkaClients, ProducerClient
 log = logging.getLogger(__name__)
 
 
-class PreparedProducer:
+class InitialisingProducer:
     """A producer being made ready in the background; :meth:`take` waits for it."""
 
     def __init__(self, transactional_id: str, future: Future[ProducerClient]) -> None:
@@ -60,17 +60,17 @@ class ProducerPool:
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
-    def prepare(self, clients: KafkaClients, transactional_id: str, config: Mapping[str, str],
-                timeout_s: float, topic: str | None = None) -> PreparedProducer:
+    def initialise(self, clients: KafkaClients, transactional_id: str, config: Mapping[str, str],
+                timeout_s: float, topic: str | None = None) -> InitialisingProducer:
         """Start making a producer of ``transactional_id`` ready: created, initialised, and in a
-        transaction. Initialising fences every earlier producer of the id, so prepare only when
+        transaction. Initialising fences every earlier producer of the id, so initialise only when
         the caller is about to write under it (a task of the batch that owns the id)."""
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=self._max_workers,
                                                     thread_name_prefix="kafka-eos-producer")
             executor = self._executor
-        return PreparedProducer(transactional_id,
+        return InitialisingProducer(transactional_id,
                                 executor.submit(self._ready, clients, transactional_id, dict(config), timeout_s,
                                                 topic))
 
