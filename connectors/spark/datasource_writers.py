@@ -45,8 +45,6 @@ def _write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], checkpo
 def _end(options: SinkOptions, context: BatchContext, messages: Sequence[WriterCommitMessage | None],
          commit: bool) -> None:
     """Hand a batch's messages to the sink driver: its commit, or its failure."""
-    if not options.config.exactly_once:
-        return
     with SparkSinkDriver(options) as driver:
         if commit:
             driver.commit(context, messages)

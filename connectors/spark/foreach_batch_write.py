@@ -68,18 +68,14 @@ def write_dataframe(df: DataFrame, options: SinkOptions, context: BatchContext, 
         try:
             rows = to_write.mapInArrow(task, _COMMIT_MESSAGE_SCHEMA).collect()
         except BaseException as exc:
-            if options.config.exactly_once:
-                # Spark gives this process no message of the tasks that did pre-commit.
-                driver.fail(context, [])
+            # Spark gives this process no message of the tasks that did pre-commit.
+            driver.fail(context, [])
             module = missing_kit_module(exc) if isinstance(exc, Exception) else None
             if module is not None:
                 # The workers died unpickling the task, before any of the kit's code ran there.
                 raise WorkerPythonError(worker_python_message(module, _python_exec(df))) from exc
             raise
-        messages = [KafkaCommitMessage.from_json(row[0]) for row in rows]
-        if not options.config.exactly_once:
-            return None
-        return driver.commit(context, messages)
+        return driver.commit(context, [KafkaCommitMessage.from_json(row[0]) for row in rows])
 
 
 def _python_exec(df: DataFrame) -> str | None:

@@ -113,7 +113,10 @@ class SparkSinkDriver:
     def commit(self, context: BatchContext, messages: Sequence[Any]) -> CommitTimings | None:
         """The tasks of ``context``'s batch pre-committed their transactions (``messages``): refuse
         tasks that wrote under another checkpoint id, then the lifecycle completes the checkpoint.
-        Returns its timings (None for a replay, which commits nothing new)."""
+        Returns its timings (None for a replay, which commits nothing new, or a sink that is not
+        exactly-once: its tasks' records are already visible)."""
+        if not self.options.config.exactly_once:
+            return None
         started = time.monotonic()
         checkpoint_id = context.checkpoint_id
         committables = _committables(messages)
@@ -152,6 +155,8 @@ class SparkSinkDriver:
     def fail(self, context: BatchContext, messages: Sequence[Any]) -> None:
         """Spark gave up on ``context``'s batch: the lifecycle abandons its checkpoint (a stored one
         is committed, never aborted). Never raises, so Spark reports the batch's own failure."""
+        if not self.options.config.exactly_once:
+            return
         self.lifecycle.abandon(context.checkpoint_id, {SINK_PARTICIPANT: _committables(messages)})
 
     def close(self) -> None:
