@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from twophase.errors import LostTransaction
-from twophase.participants import ResettableSource, TransactionCommitter, TwoPhaseCommitSink
-from twophase.transaction_endings import Ending
+from twophase.participants import ResettableSource, TwoPhaseCommitSink
+from twophase.transaction_endings import Ending, TransactionCommitter
 
 
 class Fenced(Exception):

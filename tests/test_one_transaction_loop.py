@@ -53,7 +53,7 @@ def test_each_layer_has_one_name():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in LOOP | ATTEMPT | END_TXN:
                 defined.setdefault(node.name, set()).add(where.split("/")[0] + "/" + where.split("/")[1])
     assert defined["end_transactions"] == {"twophase/transaction_endings.py"}
-    assert defined["attempt_endings"] == {"twophase/participants.py", "connectors/kafka"}
+    assert defined["attempt_endings"] == {"twophase/transaction_endings.py", "connectors/kafka"}
     assert all(where.startswith("connectors/") for name in END_TXN for where in defined[name])
 
 

@@ -96,7 +96,7 @@ class CommitLifecycle:
             failpoints.hit(failpoints.BEFORE_COMMIT, checkpoint_id=checkpoint_id)
         endings = end_transactions(requests, commit=True, checkpoint_id=checkpoint_id, after_first=lambda: failpoints.hit(
             failpoints.MID_COMMIT, checkpoint_id=checkpoint_id))
-        self._settle_commit(checkpoint_id, requests, endings, recovering=False)
+        self._settle_commit(checkpoint_id, requests, endings, first_attempt=True)
         committed_at = time.monotonic()
         # 3. mark.
         self.store.mark_committed(checkpoint_id)
@@ -192,7 +192,7 @@ class CommitLifecycle:
                  checkpoint_id, len(requests))
         started = time.monotonic()
         endings = end_transactions(requests, commit=True, checkpoint_id=checkpoint_id)
-        self._settle_commit(checkpoint_id, requests, endings, recovering=True)
+        self._settle_commit(checkpoint_id, requests, endings, first_attempt=False)
         took = time.monotonic() - started
         log.info("checkpoint %d: re-committed %d transaction(s) on restore (%.0f ms): %s", checkpoint_id,
                  len(requests), _ms(took), ", ".join(ended_transactions(endings)) or "none with records")
@@ -262,7 +262,7 @@ class CommitLifecycle:
                 for cid, c in p.committables(checkpoint.checkpoint_id, checkpoint.state_of(p.name))]
 
     def _settle_commit(self, checkpoint_id: int, requests: list[EndRequest], endings: list[Ending],
-                       recovering: bool) -> None:
+                       first_attempt: bool) -> None:
         """The rule's step 3 for a commit: a loss is recorded and raised; another failure of a
         checkpoint's first commit is a CheckpointCommitError (stored, not confirmed: restore to
         commit it again)."""
@@ -274,7 +274,7 @@ class CommitLifecycle:
         except (failpoints.FailpointCrash, CheckpointCommitError):
             raise
         except Exception as exc:
-            if recovering:
+            if not first_attempt:
                 raise
             failed = next(i for i, e in enumerate(endings) if e.outcome in (EndingOutcome.FAILED, EndingOutcome.RETRY_LATER))
             raise CheckpointCommitError(checkpoint_id, requests[failed].committer.name, exc) from exc

@@ -1,6 +1,7 @@
-"""What takes part in a checkpoint: participants, resettable sources, two-phase-commit sinks and
-the committers that end their transactions (Flink's CheckpointedFunction, TwoPhaseCommitSinkFunction
-and Sink V2's Committer). The protocol: ``design/exactly-once-protocol.md``."""
+"""What takes part in a checkpoint: participants, resettable sources and two-phase-commit sinks
+(Flink's CheckpointedFunction and TwoPhaseCommitSinkFunction). A committing participant names the
+committer that ends its transactions (``transaction_endings.TransactionCommitter``, Flink's Sink V2
+Committer). The protocol: ``design/exactly-once-protocol.md``."""
 
 from __future__ import annotations
 
@@ -14,8 +15,7 @@ from twophase.checkpoint import JsonValue
 from twophase.errors import IllegalStateError
 
 if TYPE_CHECKING:
-    from twophase.checkpoint_statistics import CommitFigures
-    from twophase.transaction_endings import Ending
+    from twophase.transaction_endings import TransactionCommitter
 
 log = logging.getLogger(__name__)
 
@@ -89,35 +89,6 @@ class ResettableSource(CheckpointParticipant, Generic[Offsets]):
 
     def restore(self, restored: RestoredState) -> None:
         self.restore_state(restored.state)
-
-
-class TransactionCommitter(ABC, Generic[Committable]):
-    """Ends a sink's pre-committed transactions (Flink's ``Committer``): one attempt at each, and
-    which transactions linger. When each runs, what is retried and what follows a failure is the
-    commit lifecycle's, through the loop of ``twophase/transaction_endings.py``."""
-
-    #: Stable name, for log lines and errors.
-    name: str
-    #: How long the one retry layer attempts again a transaction whose ending asked to be retried
-    #: later (the Kafka sink: ``eos.brokerRetryTimeoutMs``).
-    retry_timeout_s: float = 60.0
-
-    @abstractmethod
-    def attempt_endings(self, committables: Sequence[tuple[int, Committable]], commit: bool) -> "list[Ending]":
-        """One attempt at committing (``commit``) or aborting each, answering exactly one
-        :class:`~twophase.transaction_endings.Ending` each, in order. Never retries, and never raises
-        for one transaction's failure: the outcome says it. A commit of a committed transaction is
-        ended (commits are idempotent); so is an abort of one already ended."""
-
-    @abstractmethod
-    def lingering_transactions(self, keep: Sequence[Committable]) -> list[tuple[int, Committable]]:
-        """Every open transaction of this sink except those in ``keep``: transactions nobody will
-        ever end, which stall readers until they do. The lifecycle aborts them (the sweep)."""
-
-    def figures(self, committables: Sequence[Committable]) -> "CommitFigures | None":
-        """What the checkpoint's statistics record of ``committables`` (the lifecycle adds what was
-        lost of them); None (the default): nothing is recorded."""
-        return None
 
 
 class CommittingParticipant(CheckpointParticipant, Generic[Committable]):

@@ -2,7 +2,7 @@
 checkpoint's commit, a recovery, an abort and a sweep, and the one layer that retries them.
 
 Three names, three layers: this **loop** runs **attempts**
-(:meth:`~twophase.participants.TransactionCommitter.attempt_endings`: one try at each transaction
+(:meth:`TransactionCommitter.attempt_endings`: one try at each transaction
 a committer is handed); the Kafka committer makes an attempt as **EndTxn rounds**
 (``TransactionControl.end_txn_round``). Flink's committer contract
 (``Committer.commit(Collection<CommitRequest>)``): an attempt answers, for each transaction,
@@ -35,15 +35,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from abc import ABC, abstractmethod
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Generic, Sequence, TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_exponential, wait_random
 
 from twophase.errors import IllegalStateError, LostTransaction, TransactionLostError
 
 if TYPE_CHECKING:
-    from twophase.participants import TransactionCommitter
+    from twophase.checkpoint_statistics import CommitFigures
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ log = logging.getLogger(__name__)
 #: endings that failed together do not retry in lockstep.
 FIRST_WAIT_S = 0.05
 MAX_WAIT_S = 2.0
+Committable = TypeVar("Committable")
+
 _WAIT = wait_exponential(multiplier=FIRST_WAIT_S, max=MAX_WAIT_S) + wait_random(0, FIRST_WAIT_S)
 
 
@@ -92,12 +95,41 @@ class Ending:
         return cls(EndingOutcome.FAILED, transaction, error)
 
 
+class TransactionCommitter(ABC, Generic[Committable]):
+    """Ends a sink's pre-committed transactions (Flink's ``Committer``): one attempt at each, and
+    which transactions linger. When each runs, what is retried and what follows a failure is the
+    commit lifecycle's, through the loop of this module."""
+
+    #: Stable name, for log lines and errors.
+    name: str
+    #: How long the one retry layer attempts again a transaction whose ending asked to be retried
+    #: later (the Kafka sink: ``eos.brokerRetryTimeoutMs``).
+    retry_timeout_s: float = 60.0
+
+    @abstractmethod
+    def attempt_endings(self, committables: Sequence[tuple[int, Committable]], commit: bool) -> list[Ending]:
+        """One attempt at committing (``commit``) or aborting each, answering exactly one
+        :class:`Ending` each, in order. Never retries, and never raises
+        for one transaction's failure: the outcome says it. A commit of a committed transaction is
+        ended (commits are idempotent); so is an abort of one already ended."""
+
+    @abstractmethod
+    def lingering_transactions(self, keep: Sequence[Committable]) -> list[tuple[int, Committable]]:
+        """Every open transaction of this sink except those in ``keep``: transactions nobody will
+        ever end, which stall readers until they do. The lifecycle aborts them (the sweep)."""
+
+    def figures(self, committables: Sequence[Committable]) -> "CommitFigures | None":
+        """What the checkpoint's statistics record of ``committables`` (the lifecycle adds what was
+        lost of them); None (the default): nothing is recorded."""
+        return None
+
+
 @dataclass(frozen=True)
 class EndRequest:
     """One transaction to end: the committer that ends it, with the checkpoint it was
     pre-committed for and its committable."""
 
-    committer: "TransactionCommitter[Any]"
+    committer: TransactionCommitter[Any]
     checkpoint_id: int
     committable: Any
 
@@ -180,8 +212,8 @@ def _ending(endings: list[Ending | None], index: int) -> Ending:
     return ending
 
 
-def _by_committer(indexed: list[tuple[int, EndRequest]]) -> list[tuple["TransactionCommitter[Any]", list[int]]]:
-    grouped: dict[int, tuple["TransactionCommitter[Any]", list[int]]] = {}
+def _by_committer(indexed: list[tuple[int, EndRequest]]) -> list[tuple[TransactionCommitter[Any], list[int]]]:
+    grouped: dict[int, tuple[TransactionCommitter[Any], list[int]]] = {}
     for index, request in indexed:
         grouped.setdefault(id(request.committer), (request.committer, []))[1].append(index)
     return list(grouped.values())

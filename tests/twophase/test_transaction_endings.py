@@ -12,9 +12,9 @@ from twophase import failpoints
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.coordinator import CheckpointConfig, CheckpointCoordinator
 from twophase.errors import FailpointCrash, LostTransaction, TransactionLostError
-from twophase.participants import CommittingParticipant, TransactionCommitter
+from twophase.participants import CommittingParticipant
 from twophase.pipeline import LocalPipeline
-from twophase.transaction_endings import EndRequest, Ending, EndingOutcome, end_transactions, settle
+from twophase.transaction_endings import EndRequest, Ending, EndingOutcome, TransactionCommitter, end_transactions, settle
 
 
 @pytest.fixture(autouse=True)

@@ -44,8 +44,8 @@ from connectors.kafka.sink.internal.transactional_ids import TransactionalIdPool
 from connectors.kafka.sink.statistics import commit_figures
 from twophase.checkpoint import JsonValue, wall_clock_ms
 from twophase.checkpoint_statistics import CommitFigures
-from twophase.participants import CommittingParticipant, TransactionCommitter
-from twophase.transaction_endings import Ending
+from twophase.participants import CommittingParticipant
+from twophase.transaction_endings import Ending, TransactionCommitter
 
 log = logging.getLogger(__name__)
 

@@ -174,8 +174,8 @@ def test_the_in_process_engine_counts_the_losses_of_every_sink_of_a_checkpoint(t
     from twophase.checkpoint_statistics import CommitFigures, read_statistics
     from twophase.checkpoint_store import FileCheckpointStore
     from twophase.coordinator import CheckpointCoordinator
-    from twophase.participants import CommittingParticipant, TransactionCommitter
-    from twophase.transaction_endings import Ending
+    from twophase.participants import CommittingParticipant
+    from twophase.transaction_endings import Ending, TransactionCommitter
     from connectors.kafka.kafka_errors import LostTransaction
 
     class Losing(CommittingParticipant[str], TransactionCommitter[str]):
