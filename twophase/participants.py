@@ -120,19 +120,11 @@ class TwoPhaseCommitSink(CommittingParticipant[Committable], Generic[Txn, Commit
     """Exactly-once sink: one transaction per checkpoint, committed when the checkpoint completes.
 
     Subclasses implement the writer side (begin, write, pre-commit) and set :attr:`committer`;
-    this base keeps the pre-committed transactions keyed by
-    checkpoint id. The commit lifecycle drives them:
-
-    - ``snapshot_state(N)``: pre-commit the current transaction, start the next one, and return
-      every committable not yet confirmed committed (an older one survives in newer checkpoints
-      until its commit is confirmed, so no retention of old checkpoints can lose it);
-    - once N is stored, the lifecycle commits every pending transaction of a checkpoint <= N, in
-      checkpoint order (a missed commit is made good by the next checkpoint's, as in Flink), and
-      the engine's ``notify_checkpoint_complete(N)`` forgets them;
-    - a checkpoint N the engine gives up on: the lifecycle aborts what was pre-committed for N, and
-      ``notify_checkpoint_aborted(N)`` forgets it;
-    - on restore, the lifecycle commits the restored committables again unless the checkpoint is
-      known committed, then aborts the lingering transactions.
+    this base keeps the pre-committed transactions keyed by checkpoint id. ``snapshot_state(N)``
+    pre-commits the current transaction and returns every committable not yet confirmed committed
+    (an older one survives in newer checkpoints until its commit is confirmed, so no retention can
+    lose it); the notifications forget them. What the lifecycle does with them:
+    ``design/exactly-once-protocol.md``.
     """
 
     def __init__(self, name: str) -> None:

@@ -1,34 +1,11 @@
 """Ending transactions: the one loop (:func:`end_transactions`) that commits or aborts them, for a
-checkpoint's commit, a recovery, an abort and a sweep, and the one layer that retries them.
-
-Three names, three layers: this **loop** runs **attempts**
-(:meth:`TransactionCommitter.attempt_endings`: one try at each transaction
-a committer is handed); the Kafka committer makes an attempt as **EndTxn rounds**
-(``TransactionControl.end_txn_round``). Flink's committer contract
-(``Committer.commit(Collection<CommitRequest>)``): an attempt answers, for each transaction,
-exactly one :class:`Ending`:
-
-- ``ENDED``: committed (or, for an abort, aborted); a transaction found already ended as asked
-  is ended (Flink's ``signalAlreadyCommitted``);
-- ``RETRY_LATER``: a transient failure (Flink's ``retryLater``);
-- ``LOST``: it can never be committed, with what was lost (Flink's
-  ``signalFailedWithKnownReason``);
-- ``FAILED``: anything else (Flink's ``signalFailedWithUnknownReason``).
-
-A committer never retries and never raises for one transaction's failure: this module alone
-decides what follows, by one rule, the same for commit, recovery, abort and sweep:
-
-1. every transaction is attempted, whatever becomes of the others: a failure stops nothing, so no
-   other transaction is left open to stall readers;
-2. those that answered ``RETRY_LATER`` are attempted again, all together, with jittered
-   exponential backoff (tenacity), until each has another outcome or their bound has
-   passed (the committers' ``retry_timeout_s``: ``eos.brokerRetryTimeoutMs`` for the Kafka sink);
-3. then, if any transaction was lost, one :class:`~twophase.errors.TransactionLostError` names
-   every lost transaction of the call, with how many others did end; otherwise, if any failed (or
-   still asked to be retried at the bound), the first one's error is raised, after a line for each;
-4. a crash (a failpoint, a killed process) stops the loop where it is. What a crash leaves half
-   done, the decision covers: a stored checkpoint's transactions are committed again by the
-   recovery (commits are idempotent), a checkpoint never stored has what lingers aborted.
+checkpoint's commit, a recovery, an abort and a sweep; the one layer that retries them; and the
+committer contract (:class:`TransactionCommitter`, Flink's ``Committer``), whose attempts answer one
+:class:`Ending` per transaction. Three names, three layers: the **loop** runs **attempts**
+(``attempt_endings``), and the Kafka committer makes an attempt as **EndTxn rounds**
+(``TransactionControl.end_txn_round``). The outcomes and the rule that follows a failure (steps
+1-4 below, in :func:`end_transactions` and :func:`settle`): ``design/exactly-once-protocol.md``,
+"Ending transactions".
 """
 
 from __future__ import annotations
@@ -136,8 +113,10 @@ class EndRequest:
 
 def end_transactions(requests: Sequence[EndRequest], *, commit: bool, checkpoint_id: int | None,
                      after_first: Callable[[], None] | None = None) -> list[Ending]:
-    """End every request by the rule of the module doc (steps 1-2); returns each one's last
-    :class:`Ending`, in order. ``after_first``: called once the first request had its first
+    """End every request: 1. every transaction is attempted, whatever becomes of the others; 2. those
+    that answered ``RETRY_LATER`` are attempted again, together, with jittered exponential backoff,
+    until each has another outcome or the committers' ``retry_timeout_s`` passed. Returns each
+    one's last :class:`Ending`, in order. ``after_first``: called once the first request had its first
     attempt, before the others have theirs (the ``mid_commit`` failpoint's place)."""
     endings: list[Ending | None] = [None] * len(requests)
     action = "commit" if commit else "abort"
@@ -181,8 +160,9 @@ def end_transactions(requests: Sequence[EndRequest], *, commit: bool, checkpoint
 
 
 def settle(endings: Sequence[Ending], *, commit: bool, checkpoint_id: int | None) -> None:
-    """Step 3 of the rule: raise for what did not end (one error for every loss, else the first
-    failure), after a line for each."""
+    """3. Raise for what did not end: one :class:`~twophase.errors.TransactionLostError` naming every
+    loss, else the first failure, after a line for each. (4. A crash stops the loop where it is:
+    the stored decision covers what it leaves half done.)"""
     action = "commit" if commit else "abort"
     lost = [e for e in endings if e.outcome is EndingOutcome.LOST]
     failed = [e for e in endings if e.outcome in (EndingOutcome.FAILED, EndingOutcome.RETRY_LATER)]
