@@ -29,6 +29,7 @@ _EXPORTS = {
     "ResettableSource": "twophase.participants",
     "RestoredState": "twophase.participants",
     "TwoPhaseCommitSink": "twophase.participants",
+    "TransactionCommitter": "twophase.transaction_endings",
     "LocalPipeline": "twophase.pipeline",
     "PipelineResult": "twophase.pipeline",
     "CheckpointHistoryEntry": "twophase.checkpoint_history",
@@ -72,4 +73,5 @@ if TYPE_CHECKING:
         TwoPhaseCommitSink,
     )
     from twophase.pipeline import LocalPipeline, PipelineResult
+    from twophase.transaction_endings import TransactionCommitter
     from twophase.checkpoint_history import CheckpointHistoryEntry, CheckpointStatus
