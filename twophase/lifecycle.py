@@ -84,7 +84,7 @@ class CommitLifecycle:
         if newest is not None and not committed:
             self.commit_stored(newest)
         if newest is not None and checkpoint_id <= newest.checkpoint_id:
-            self._abort_replayed(checkpoint)
+            self.abort_best_effort(checkpoint_id, checkpoint.operator_states)
             return Completion(checkpoint_id, replay_of=newest.checkpoint_id)
         # 1. store: the decision.
         self.store.add(checkpoint, subsume=False)
@@ -116,16 +116,17 @@ class CommitLifecycle:
         self.store.subsume(newest=checkpoint_id)
         return Completion(checkpoint_id, timings)
 
-    def _abort_replayed(self, checkpoint: CompletedCheckpoint) -> None:
-        """What the participants of a replayed checkpoint acknowledged (tasks that did not know it
-        was decided) is aborted, best effort: the sweep after the next commit ends what remains."""
+    def abort_best_effort(self, checkpoint_id: int, states: Mapping[str, JsonValue]) -> None:
+        """:meth:`abort_transactions`, logging a failure instead of raising it: for transactions
+        of a checkpoint that is not committed now (a replay's, tasks' under a wrong id); the sweep
+        after the next commit ends what remains."""
         try:
-            self.abort_transactions(checkpoint.checkpoint_id, checkpoint.operator_states)
+            self.abort_transactions(checkpoint_id, states)
         except failpoints.FailpointCrash:
             raise
         except Exception as exc:
-            log.warning("checkpoint %d: aborting the transactions of its replay failed: %r; the next sweep "
-                        "aborts them as lingering", checkpoint.checkpoint_id, exc)
+            log.warning("checkpoint %d: aborting pre-committed transactions failed: %r; the next sweep "
+                        "aborts them as lingering", checkpoint_id, exc)
 
     # -- recover ---------------------------------------------------------------------------------
 

@@ -122,11 +122,7 @@ class SparkSinkDriver:
         committables = _committables(messages)
         wrong = sorted({m.checkpoint_id for m in messages if m is not None and m.checkpoint_id != checkpoint_id})
         if wrong:
-            try:
-                self.lifecycle.abort_transactions(checkpoint_id, {SINK_PARTICIPANT: committables})
-            except Exception as exc:
-                log.warning("aborting pre-committed transactions failed: %r; the next recovery aborts them as "
-                            "lingering", exc)
+            self.lifecycle.abort_best_effort(checkpoint_id, {SINK_PARTICIPANT: committables})
             raise IllegalStateError(
                 f"kafka-eos: tasks of batch {checkpoint_id} wrote under checkpoint ids {wrong}; their "
                 "transactions were aborted and the batch fails, to be replayed")
