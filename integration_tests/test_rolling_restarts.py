@@ -3,7 +3,8 @@ hard-bounced (SIGKILL, then started again) one at a time while it runs.
 
 - Bounces alone never fail the query, including the node that hosts the sink's transaction
   coordinator, killed while a commit is held in flight (a failpoint sleep at ``mid_commit``, the
-  coordinator found with FindCoordinator): the output is exactly-once.
+  process then SIGSTOPped until the kill has landed; the coordinator found with FindCoordinator):
+  the output is exactly-once.
 - Bounces plus two driver kills and two Python worker kills: restarted until done, exactly-once,
   no transaction of the sink left open.
 - Two of three nodes down for longer than the retry bound: the query fails with one line saying
@@ -17,6 +18,7 @@ three brokers.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -37,9 +39,10 @@ log = logging.getLogger(__name__)
 
 RECORDS = 6000
 BATCH = 500
-#: How long the commit is held so that the coordinator's node can be killed under it; generous, so
-#: that the kill lands inside it even behind a bounce under way (which the kill waits for).
-HOLD_MS = 60_000
+#: How long the failpoint holds the commit on its own: only long enough for the test to SIGSTOP the
+#: process that announced it. The SIGSTOP then holds the commit for as long as the kill takes to land
+#: (behind a bounce under way, which the kill waits for, however slow the machine).
+HOLD_MS = 30_000
 #: Keeps the coordinator's node down past the held commit's end, so that the commit resumes
 #: against a coordinator Kafka still names and then moves.
 COORDINATOR_DOWNTIME_S = 25.0
@@ -83,17 +86,27 @@ def test_bounces_and_a_coordinator_killed_mid_commit_never_fail_the_query(cluste
     def on_fired(fired: Fired) -> None:
         if fired.name != "mid_commit":
             return
-        # The commit is held after its first EndTxn: the batch's other transactions are open.
-        held = _open_transactions(clients, prefix)
-        assert held, f"nothing open while the commit is held: {fired.line}"
-        transactional_id = held[0].transactional_id
-        node_id = find_coordinator(bootstrap, transactional_id)
+        # The commit is held after its first EndTxn: the batch's other transactions are open. The
+        # process holding it is stopped until the coordinator's node is down, so the kill lands
+        # inside the commit by construction, not by the failpoint's sleep outlasting a bounce.
+        def release() -> None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(fired.pid, signal.SIGCONT)
 
-        def still_held() -> bool:
-            return any(t.transactional_id == transactional_id for t in _open_transactions(clients, prefix))
+        os.kill(fired.pid, signal.SIGSTOP)
+        try:
+            held = _open_transactions(clients, prefix)
+            assert held, f"nothing open while the commit is held: {fired.line}"
+            transactional_id = held[0].transactional_id
+            node_id = find_coordinator(bootstrap, transactional_id)
 
-        if bouncer.kill_now(node_id, COORDINATOR_DOWNTIME_S, before_kill=still_held):
-            coordinator_kills.append(f"node {node_id}, coordinator of {transactional_id}")
+            def still_held() -> bool:
+                return any(t.transactional_id == transactional_id for t in _open_transactions(clients, prefix))
+
+            if bouncer.kill_now(node_id, COORDINATOR_DOWNTIME_S, before_kill=still_held, after_kill=release):
+                coordinator_kills.append(f"node {node_id}, coordinator of {transactional_id}")
+        finally:
+            release()  # also when no kill landed, or the listing failed
 
     job = WatchedJob(_command(bootstrap, source, sink, tmp_path / "chk", prefix, f"mid_commit:sleep({HOLD_MS})@2"),
                      on_fired=on_fired)

@@ -42,20 +42,23 @@ class Bouncer(threading.Thread):
         self._stop_event = threading.Event()
         self._wake = threading.Event()
         self._requests: list[tuple[int, float, threading.Event]] = []
-        self._checks: dict[int, tuple[Callable[[], bool] | None, dict[str, bool]]] = {}
+        self._checks: dict[int, tuple[Callable[[], bool] | None, Callable[[], None] | None, dict[str, bool]]] = {}
         self._lock = threading.Lock()
         self.bounces: list[Bounce] = []
         self.errors: list[str] = []
 
-    def kill_now(self, node_id: int, downtime_s: float, before_kill: Callable[[], bool] | None = None) -> bool:
+    def kill_now(self, node_id: int, downtime_s: float, before_kill: Callable[[], bool] | None = None,
+                 after_kill: Callable[[], None] | None = None) -> bool:
         """Have node ``node_id`` killed at the next turn (after the bounce under way, if any), kept
         down ``downtime_s`` and started again. ``before_kill`` is asked right before the kill; the
-        kill is skipped when it says False. Returns whether the node was killed."""
+        kill is skipped when it says False. ``after_kill`` is called as soon as the node is down,
+        before its downtime (a test releases what it held for the kill). Returns whether the node
+        was killed."""
         done = threading.Event()
         outcome: dict[str, bool] = {}
         with self._lock:
             self._requests.append((node_id, downtime_s, done))
-            self._checks[id(done)] = (before_kill, outcome)
+            self._checks[id(done)] = (before_kill, after_kill, outcome)
         self._wake.set()
         done.wait()
         return outcome.get("killed", False)
@@ -71,10 +74,10 @@ class Bouncer(threading.Thread):
             try:
                 if request is not None:
                     node_id, downtime_s, done = request
-                    before_kill, outcome = self._checks.pop(id(done))
+                    before_kill, after_kill, outcome = self._checks.pop(id(done))
                     try:
                         if before_kill is None or before_kill():
-                            self._bounce(node_id, downtime_s, requested=True)
+                            self._bounce(node_id, downtime_s, requested=True, after_kill=after_kill)
                             outcome["killed"] = True
                     finally:
                         done.set()
@@ -84,11 +87,14 @@ class Bouncer(threading.Thread):
                 log.exception("bounce failed")
                 self.errors.append(repr(exc))
 
-    def _bounce(self, node_id: int, downtime_s: float, *, requested: bool = False) -> None:
+    def _bounce(self, node_id: int, downtime_s: float, *, requested: bool = False,
+                after_kill: Callable[[], None] | None = None) -> None:
         bounce = Bounce(node_id, time.monotonic(), requested=requested)
         self.bounces.append(bounce)
         log.info("bouncer: SIGKILL node %d%s", node_id, " (requested)" if requested else "")
         self.cluster.kill(node_id)
+        if after_kill is not None:
+            after_kill()
         # A stop request ends the downtime early: every node must be up when the test ends.
         self._stop_event.wait(downtime_s)
         self.cluster.revive(node_id)
