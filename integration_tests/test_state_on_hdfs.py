@@ -137,7 +137,7 @@ def test_savepoints_on_hdfs(hdfs, hdfs_prefix):
 
 
 def test_a_crash_before_every_write_of_the_state_on_hdfs_is_exactly_once(hdfs_prefix):
-    crashes = crash_at_every_write(lambda label: open_state_storage(f"{hdfs_prefix}/{label}"))
+    crashes = crash_at_every_write(lambda label: open_state_storage(f"{hdfs_prefix}/{label}"), workers=8)
     assert crashes > 20
 
 

@@ -46,5 +46,5 @@ def test_savepoints_on_s3(s3_prefix):
 
 
 def test_a_crash_before_every_write_of_the_state_on_s3_is_exactly_once(s3_prefix):
-    crashes = crash_at_every_write(lambda label: open_state_storage(f"{s3_prefix}/{label}"))
+    crashes = crash_at_every_write(lambda label: open_state_storage(f"{s3_prefix}/{label}"), workers=8)
     assert crashes > 20

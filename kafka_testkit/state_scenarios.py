@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
@@ -45,33 +46,42 @@ def _run_life(storage: StateStorage, system: MemoryTransactionalSystem, crash_at
                   max_poll_records=7, checkpoint_every_records=10).run()
 
 
-def crash_at_every_write(new_storage: Callable[[str], StateStorage]) -> int:
+def crash_at_every_write(new_storage: Callable[[str], StateStorage], *, workers: int = 1) -> int:
     """Run the pipeline once cleanly, counting its writes to the state; then, for every N, on a
     fresh storage: crash before write N, restart, run to the end, and check the output is
-    exactly-once and no state file was ever written twice. Returns how many crashes were run."""
+    exactly-once and no state file was ever written twice. Returns how many crashes were run.
+
+    The crashes are independent (each has its own storage location and transactional system), so
+    on a remote storage, where every write is a round trip, ``workers`` threads run them at once."""
     clean = WriteLog()
     _run_life(new_storage("clean"), MemoryTransactionalSystem(), None, clean)
-    for crash_at in range(1, len(clean.writes) + 1):
-        storage = new_storage(f"crash-{crash_at}")
-        system = MemoryTransactionalSystem()
-        log = WriteLog()
-        try:
-            _run_life(storage, system, crash_at, log)
-            raise AssertionError(f"write {crash_at} was never reached")
-        except SimulatedCrash:
-            pass
-        _run_life(storage, system, None, log)  # the restarted process: same storage, same system
-        where = f"crash before write {crash_at} ({clean.writes[crash_at - 1]})"
-        counts = Counter(system.visible)
-        assert {v: n for v, n in counts.items() if n > 1} == {}, f"duplicates after a {where}"
-        assert set(counts) == set(RECORDS), f"lost records after a {where}"
-        assert system.open_txn_ids("") == [], f"open transactions after a {where}"
-        rewritten = [k for k in log.refused_creates if not k.startswith("_write-probe-")]  # refused by design
-        assert rewritten == [], f"a file was written twice after a {where}"
-        final = FileCheckpointStore(storage, check_writable=False)
-        assert final.is_committed(final.latest().checkpoint_id), f"last checkpoint unmarked after a {where}"
-        assert len(final.checkpoint_ids()) <= RETAINED, f"retention fell behind after a {where}"
+    crash_points = range(1, len(clean.writes) + 1)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for _ in pool.map(lambda crash_at: _crash_and_restart(new_storage, clean, crash_at), crash_points):
+            pass  # map re-raises the first crash's failure here
     return len(clean.writes)
+
+
+def _crash_and_restart(new_storage: Callable[[str], StateStorage], clean: WriteLog, crash_at: int) -> None:
+    storage = new_storage(f"crash-{crash_at}")
+    system = MemoryTransactionalSystem()
+    log = WriteLog()
+    try:
+        _run_life(storage, system, crash_at, log)
+        raise AssertionError(f"write {crash_at} was never reached")
+    except SimulatedCrash:
+        pass
+    _run_life(storage, system, None, log)  # the restarted process: same storage, same system
+    where = f"crash before write {crash_at} ({clean.writes[crash_at - 1]})"
+    counts = Counter(system.visible)
+    assert {v: n for v, n in counts.items() if n > 1} == {}, f"duplicates after a {where}"
+    assert set(counts) == set(RECORDS), f"lost records after a {where}"
+    assert system.open_txn_ids("") == [], f"open transactions after a {where}"
+    rewritten = [k for k in log.refused_creates if not k.startswith("_write-probe-")]  # refused by design
+    assert rewritten == [], f"a file was written twice after a {where}"
+    final = FileCheckpointStore(storage, check_writable=False)
+    assert final.is_committed(final.latest().checkpoint_id), f"last checkpoint unmarked after a {where}"
+    assert len(final.checkpoint_ids()) <= RETAINED, f"retention fell behind after a {where}"
 
 
 def racing_creates(storage: StateStorage, key: str, contenders: int = 8) -> list[int]:
