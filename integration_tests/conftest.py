@@ -122,8 +122,9 @@ def _is_integration(item: pytest.Item) -> bool:
 SUITE_ENV = "KAFKA_EOS_INTEGRATION"
 #: The integration tests of a plain ``pytest`` run (README command 2, which CI runs): at least one
 #: real-server test of each case, within CI's 60-minute budget on 2 cores. Node ids relative to this
-#: folder; an entry ending in ``::`` or ``[...-`` takes every test it begins. ``KAFKA_EOS_INTEGRATION=all
-#: pytest`` runs the rest too, as does naming a test file or node id on the command line.
+#: folder; an entry ending in ``::``, ``[`` or ``[...-`` takes every test it begins.
+#: ``KAFKA_EOS_INTEGRATION=all pytest`` runs the rest too, as does naming a test file or node id on
+#: the command line.
 CI_SET = (
     # The client seam, and the fake cluster's conformance, on the real broker (4.x and 3.9), and a
     # transaction's handle under transaction version 2 and the classic protocol.
@@ -199,8 +200,14 @@ CI_SET = (
     # Spark's own Kafka source feeding the sink (Spark's connector jars from Maven Central).
     "test_spark_kafka_source.py::test_spark_kafka_source_driver_killed_and_restarted_is_exactly_once[mid_commit]",
     # The drop-in promise against Spark's own connector: the same options read the same rows, keys land in
-    # the same partitions; on the secured cluster with Java-named settings only, and a driver kill there.
-    "test_drop_in_for_spark_kafka.py::",
+    # the same partitions; on the secured cluster with Java-named settings only (its driver kill runs
+    # with the rest: test_secured_cluster.py kills mid-commit there, test_two_clusters.py with other
+    # security).
+    "test_drop_in_for_spark_kafka.py::test_the_same_rows_as_spark_kafka[",
+    "test_drop_in_for_spark_kafka.py::test_keys_land_in_the_partitions_of_spark_kafka",
+    "test_drop_in_for_spark_kafka.py::test_keys_through_foreach_batch_land_in_the_partitions_of_spark_kafka",
+    "test_drop_in_for_spark_kafka.py::test_java_settings_on_a_secured_cluster_read_the_same_rows[",
+    "test_drop_in_for_spark_kafka.py::test_java_settings_on_a_secured_cluster_write_keys_to_the_same_partitions",
     # Source on one cluster, sink on another with other security, through a driver kill mid-commit.
     "test_two_clusters.py::",
     # kafka-eos status on a crashed, then finished query.
@@ -222,12 +229,11 @@ CI_SET = (
     "[running-count-update-kafka-eos]",
     "test_stateful_differential.py::test_stateful_query_ends_with_the_same_records_as_on_sparks_own_sink"
     "[python-state-update-kafka-eos-foreach-batch]",
-    # Complete mode (through executor task failures) and a stateful append on the foreachBatch sink
-    # (its few coalesced write tasks).
+    # Complete mode on the foreachBatch sink (its few coalesced write tasks), through executor task
+    # failures. (Its stateful append, dedup, runs with the rest: the sink writes what Spark hands it,
+    # whatever the mode, and update and complete above coalesce the same way.)
     "test_stateful_exactly_once.py::test_stateful_query_with_executor_task_failures_is_exactly_once"
     "[kafka-eos-foreach-batch-running-count-complete]",
-    "test_stateful_differential.py::test_stateful_query_ends_with_the_same_records_as_on_sparks_own_sink"
-    "[dedup-append-kafka-eos-foreach-batch]",
 )
 
 
@@ -272,7 +278,7 @@ def _node(item: pytest.Item) -> str:
 
 
 def _matches(node: str, entry: str) -> bool:
-    return node == entry or (entry.endswith(("::", "-")) and node.startswith(entry))
+    return node == entry or (entry.endswith(("::", "[", "-")) and node.startswith(entry))
 
 
 def _in_ci_set(item: pytest.Item) -> bool:
