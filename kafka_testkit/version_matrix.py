@@ -3,7 +3,8 @@ dependency ranges, on real Kafka.
 
     python3 kafka_testkit/version_matrix.py --wheel dist/pyspark_kafka_eos-0.2.0-py3-none-any.whl --work /tmp/m
 
-For each line of :data:`LINES` (the newest patch of each), in a venv of its own:
+For each line of :data:`LINES` (the newest patch of each), in a venv of its own (the next line's
+venv is installed while this line's tests run):
 
 1. ``pip install`` the wheel with its ``test`` extra and ``pyspark[connect]`` of that version;
 2. **lowest**: pyarrow, pandas, confluent-kafka and kafka-python pinned to the lowest versions both
@@ -36,6 +37,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -168,15 +170,23 @@ class Broker:
         self._log.close()
 
 
-def run_line(line: str, wheel: Path, work: Path, test_kit_path: Path, bootstrap: str | None) -> list[Run]:
+def prepare_line(line: str, wheel: Path, work: Path) -> Path:
+    """The venv of ``line`` with the kit and that pyspark at the lowest ends; returns its python."""
     venv = work / f"pyspark-{line}"
     python = venv / "bin" / "python"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    base = [f"{wheel}[test]", f"pyspark[{PYSPARK_EXTRA}]=={line}", *_constraints(line)]
-    _pip(python, *base)
+    _pip(python, *_base(line, wheel))
     pins = subprocess.run([str(python), str(Path(__file__).resolve()), "lowest-pins"], check=True,
                           capture_output=True, text=True).stdout.split()
-    _pip(python, *base, *pins)
+    _pip(python, *_base(line, wheel), *pins)
+    return python
+
+
+def _base(line: str, wheel: Path) -> list[str]:
+    return [f"{wheel}[test]", f"pyspark[{PYSPARK_EXTRA}]=={line}", *_constraints(line)]
+
+
+def run_line(line: str, python: Path, wheel: Path, work: Path, test_kit_path: Path, bootstrap: str | None) -> list[Run]:
     print(f"version matrix: pyspark {line}: the kit from {_imported_kit(python, work)}", flush=True)
     if line == MAIN_SUITE_LINE:
         ends = [("lowest", "the quick starts", "quickstart")]
@@ -185,7 +195,7 @@ def run_line(line: str, wheel: Path, work: Path, test_kit_path: Path, bootstrap:
     runs = []
     for end, suite, keyword in ends:
         if end == "highest":
-            _pip(python, "--upgrade", *base, *ENDS)
+            _pip(python, "--upgrade", *_base(line, wheel), *ENDS)
         run = Run(line, end, suite, _installed(python))
         print(f"version matrix: pyspark {line}, {end} ends: {run.versions}", flush=True)
         started = time.monotonic()
@@ -224,15 +234,24 @@ def main(argv: list[str] | None = None) -> int:
     broker = Broker(args.kafka_eos, args.work) if args.kafka_eos else None
     try:
         bootstrap = broker.wait() if broker else None
-        for line in args.lines.split(","):
-            try:
-                runs += run_line(line.strip(), args.wheel.resolve(), args.work, test_kit_path, bootstrap)
-            except subprocess.CalledProcessError as exc:
-                print(f"version matrix: pyspark {line}: {' '.join(map(str, exc.cmd))} exited {exc.returncode}",
-                      flush=True)
-                runs.append(Run(line, "setup", "the venv", code=exc.returncode))
-            finally:
-                shutil.rmtree(args.work / f"pyspark-{line.strip()}", ignore_errors=True)  # a GB each
+        lines = [line.strip() for line in args.lines.split(",")]
+        wheel = args.wheel.resolve()
+        # The next line's venv is installed while this line's tests run: pip mostly waits on
+        # downloads and the disk, and the tests leave that time idle.
+        with ThreadPoolExecutor(max_workers=1) as installer:
+            prepared = {lines[0]: installer.submit(prepare_line, lines[0], wheel, args.work)}
+            for index, line in enumerate(lines):
+                if index + 1 < len(lines):
+                    following = lines[index + 1]
+                    prepared[following] = installer.submit(prepare_line, following, wheel, args.work)
+                try:
+                    runs += run_line(line, prepared[line].result(), wheel, args.work, test_kit_path, bootstrap)
+                except subprocess.CalledProcessError as exc:
+                    print(f"version matrix: pyspark {line}: {' '.join(map(str, exc.cmd))} exited {exc.returncode}",
+                          flush=True)
+                    runs.append(Run(line, "setup", "the venv", code=exc.returncode))
+                finally:
+                    shutil.rmtree(args.work / f"pyspark-{line}", ignore_errors=True)  # a GB each
     finally:
         if broker:
             broker.stop()
