@@ -559,11 +559,24 @@ def _stores(special: dict[str, Any], out: _Settings) -> tuple[TrustStore | None,
     return truststore, keystore
 
 
+#: The accepted-but-unused settings already told about in this process: a query's options are
+#: checked again for each batch, and one INFO line per setting is enough.
+_told_unused: set[str] = set()
+
+
 def check_client_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """The driver's early check of a query's ``kafka.*`` options: refuses what the clients would
     refuse, reading no file, and returns the configuration in librdkafka's names, the store
-    settings left as given (converted where the clients are built, on each node)."""
+    settings left as given (converted where the clients are built, on each node). A Java setting
+    the kit accepts without using it (``IGNORED``: a drop-in job carries it) is said at INFO, once,
+    with the reason, so that nobody believes it applied."""
     translation = translate(config)
+    for key in config:
+        row = JAVA_SETTINGS.get(key)
+        if row is not None and row.kind is Kind.IGNORED and key not in _told_unused:
+            _told_unused.add(key)
+            log.info("option kafka.%s is accepted for jobs written for Spark's connector, and not used by the kit: %s",
+                     key, row.note)
     settings = dict(translation.settings)
     settings.update({key: value for key, value in config.items() if key in STORE_KEYS})
     return settings

@@ -153,6 +153,16 @@ def test_ignored_settings_have_no_effect():
                       "metrics.num.samples": "2", "max.block.ms": "1"}).settings == {}
 
 
+def test_an_accepted_unused_setting_is_said_once_at_info_with_its_reason(caplog, monkeypatch):
+    monkeypatch.setattr(jcs, "_told_unused", set())
+    with caplog.at_level("INFO", logger=jcs.__name__):
+        for _ in range(3):  # the options are checked again for each batch
+            jcs.check_client_config({"session.timeout.ms": "1", "linger.ms": "5"})
+    told = [record.getMessage() for record in caplog.records]
+    assert told == ["option kafka.session.timeout.ms is accepted for jobs written for Spark's connector, and not "
+                    f"used by the kit: {jcs.JAVA_SETTINGS['session.timeout.ms'].note}"]
+
+
 @pytest.mark.parametrize(("option", "value", "message"), [
     ("key.serializer", "org.apache.kafka.common.serialization.StringSerializer", "written as bytes"),
     ("value.deserializer", "x", "read as bytes"),
