@@ -9,8 +9,8 @@ once. A batch written twice, or a state store restored to another batch than the
 breaks those; the running count's state store is also read back (Spark's statestore data source)
 and compared with the input.
 
-Update mode on ``format("kafka-eos")`` needs the JVM provider of issue 45 (branch issue45-jvm);
-those cases are in the matrix as they must pass once it is merged.
+Update mode on ``format("kafka-eos")`` goes through the JVM provider (connectors/spark/jvm/), which
+only adds Spark's update marker: it commits as append does.
 
 CI runs a compact set (integration_tests/conftest.py CI_SET); ``KAFKA_EOS_INTEGRATION=all`` runs
 every query, sink and failpoint, and one query at Spark's default 200 shuffle partitions."""
