@@ -352,6 +352,8 @@ class Translation:
     settings: dict[str, Any] = field(default_factory=dict)
     truststore: TrustStore | None = None
     keystore: KeyStore | None = None
+    #: The ``IGNORED`` Java settings given: accepted for a drop-in job, used for nothing.
+    unused: tuple[str, ...] = ()
 
 
 def _refuse(option: str, reason: str) -> UnsupportedClientSettingError:
@@ -390,6 +392,7 @@ def translate(config: Mapping[str, Any]) -> Translation:
     no file. Raises UnsupportedClientSettingError, one line naming the ``kafka.<option>``."""
     out = _Settings()
     special: dict[str, Any] = {}
+    unused: list[str] = []
     for key, value in config.items():
         row = JAVA_SETTINGS.get(key)
         if row is None:
@@ -405,6 +408,7 @@ def translate(config: Mapping[str, Any]) -> Translation:
             raise _refuse(key, row.note)
         elif row.kind is Kind.IGNORED:
             log.debug("kafka.%s has no effect in the kit: %s", key, row.note)
+            unused.append(key)
         elif row.kind is Kind.RENAMED:
             out.set(row.librdkafka, _renamed_value(key, value), key)
         elif row.kind is Kind.SAME:
@@ -414,7 +418,7 @@ def translate(config: Mapping[str, Any]) -> Translation:
     _translate_special(special, config, out)
     truststore, keystore = _stores(special, out)
     _refuse_kerberos_without_gssapi(config, out.values)
-    return Translation(out.values, truststore, keystore)
+    return Translation(out.values, truststore, keystore, tuple(unused))
 
 
 #: What the installed client does instead of Kerberos, and what does Kerberos (docs/security.md).
@@ -571,12 +575,11 @@ def check_client_config(config: Mapping[str, Any]) -> dict[str, Any]:
     the kit accepts without using it (``IGNORED``: a drop-in job carries it) is said at INFO, once,
     with the reason, so that nobody believes it applied."""
     translation = translate(config)
-    for key in config:
-        row = JAVA_SETTINGS.get(key)
-        if row is not None and row.kind is Kind.IGNORED and key not in _told_unused:
+    for key in translation.unused:
+        if key not in _told_unused:
             _told_unused.add(key)
             log.info("option kafka.%s is accepted for jobs written for Spark's connector, and not used by the kit: %s",
-                     key, row.note)
+                     key, JAVA_SETTINGS[key].note)
     settings = dict(translation.settings)
     settings.update({key: value for key, value in config.items() if key in STORE_KEYS})
     return settings
