@@ -33,7 +33,6 @@ import argparse
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -84,11 +83,18 @@ class Check:
         return self.floor is None or self.measured >= self.floor
 
 
+def _split_at_markers(text: str) -> tuple[str, str, str]:
+    """``text`` before the guard's table, the table, and after it."""
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"regression_guard: {README} has no {BEGIN} ... {END} table; run with --record once")
+    before, rest = text.split(BEGIN, 1)
+    block, after = rest.split(END, 1)
+    return before, block, after
+
+
 def recorded_ratios(readme: str) -> dict[str, float]:
     """The ratios between the guard's markers in bench/README.md, by check name."""
-    if BEGIN not in readme or END not in readme:
-        raise SystemExit(f"regression_guard: {README} has no {BEGIN} ... {END} table; run with --record once")
-    block = readme.split(BEGIN, 1)[1].split(END, 1)[0]
+    block = _split_at_markers(readme)[1]
     return {m["check"]: float(m["ratio"]) for m in map(_ROW.match, block.splitlines()) if m}
 
 
@@ -143,20 +149,16 @@ def map_only_checks(results: dict, recorded: dict[str, float], records: int) -> 
 
 
 def stateful_checks(results: dict, recorded: dict[str, float]) -> list[Check]:
+    """From stateful_bench.py's ``rows`` (its ``ratio_rows``: each sink's median query time and
+    first error), of the one shape and partition count the guard runs."""
+    (row,) = results["rows"]
+    seconds, errors = row["seconds"], row["errors"]
+    reference = seconds.get(STATEFUL_REFERENCE)
     checks = []
-    runs = results["runs"]
-    seconds: dict[str, list[float]] = {}
-    problems: dict[str, str] = {}
-    for run in runs:
-        if run["query_s"] is None:
-            problems[run["sink"]] = run.get("error") or "failed"
-        else:
-            seconds.setdefault(run["sink"], []).append(run["query_s"])
-    reference = statistics.median(seconds[STATEFUL_REFERENCE]) if STATEFUL_REFERENCE in seconds else None
     for name, sink in STATEFUL.items():
-        kit = statistics.median(seconds[sink]) if sink in seconds else None
+        kit = seconds.get(sink)
         measured = round(reference / kit, 2) if reference and kit else None
-        problem = problems.get(sink) or problems.get(STATEFUL_REFERENCE)
+        problem = errors.get(sink) or errors.get(STATEFUL_REFERENCE)
         if measured is None and problem is None:
             problem = f"{sink} or Spark's own sink has no query time"
         checks.append(Check(name, measured, recorded.get(name), problem))
@@ -170,14 +172,8 @@ def record(checks: list[Check], readme: Path) -> None:
     lines = [BEGIN, "", f"Recorded by `bench/regression_guard.py --record` on {time.strftime('%Y-%m-%d')}, "
              f"code of `{commit}`:", "", "| check | recorded ratio |", "|---|---|"]
     lines += [f"| {c.name} | {c.measured:.2f}x |" for c in checks if c.measured is not None]
-    text = readme.read_text()
-    if BEGIN in text and END in text:
-        before, rest = text.split(BEGIN, 1)
-        after = rest.split(END, 1)[1]
-        text = before + "\n".join(lines) + "\n\n" + END + after
-    else:
-        raise SystemExit(f"regression_guard: {readme} has no {BEGIN} ... {END} markers to record between")
-    readme.write_text(text)
+    before, _, after = _split_at_markers(readme.read_text())
+    readme.write_text(before + "\n".join(lines) + "\n\n" + END + after)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -9,6 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import regression_guard as guard  # noqa: E402
+from stateful_bench import Run, ratio_rows  # noqa: E402
 
 RECORDS = 1000
 
@@ -28,8 +29,10 @@ def map_only_results(steady: dict[str, float], records: dict[str, int] | None = 
 
 
 def stateful_results(seconds: dict[str, float | None]) -> dict:
-    return {"runs": [{"sink": sink, "query_s": s, "error": None if s else "the query failed"}
-                     for sink, s in seconds.items()]}
+    """stateful_bench.py's JSON: its rows, made by its own ratio_rows."""
+    runs = [Run("running_count", sink, 200, query_s=s, error=None if s else "the query failed")
+            for sink, s in seconds.items()]
+    return {"rows": ratio_rows(runs, list(seconds))}
 
 
 def recorded_all(ratio: float) -> dict[str, float]:
