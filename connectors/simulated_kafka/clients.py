@@ -157,6 +157,9 @@ class FakeProducer:
                 raise InvalidValueError("a batch without a topics column needs its topic")
             self.produce(topic, value, key, partition, record_headers)
 
+    def look_up(self, topic: str, timeout_s: float) -> None:
+        self._ensure_open()
+
     def start_transaction(self, timeout_s: float, topic: str | None = None) -> None:
         self.init_transactions(timeout_s)
         self.begin_transaction()

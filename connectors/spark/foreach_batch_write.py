@@ -19,6 +19,7 @@ from typing import Iterator
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
+from pyspark.sql.types import StringType, StructField, StructType
 
 from connectors.spark import use_session_python
 from connectors.spark.spark_errors import WorkerPythonError
@@ -33,7 +34,8 @@ log = logging.getLogger(__name__)
 
 #: The one column a write task returns: its commit message as JSON.
 COMMIT_MESSAGE_COLUMN = "kafka_eos_commit_message"
-_COMMIT_MESSAGE_SCHEMA = f"{COMMIT_MESSAGE_COLUMN} string"
+# A StructType, not DDL text: Spark would parse the text on every batch (a few ms of round trips).
+_COMMIT_MESSAGE_SCHEMA = StructType([StructField(COMMIT_MESSAGE_COLUMN, StringType())])
 
 
 class _WriteTask:

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from pyspark.sql.types import StructType
 
-from connectors.kafka.clients import KafkaClients
+from connectors.kafka.clients import KafkaClients, TransactionControl
 from connectors.kafka.clients.factory import clients_for
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.guardrails import check_output_topic, check_sink
@@ -34,7 +34,8 @@ from twophase.checkpoint_store import FileCheckpointStore
 from twophase.errors import IllegalStateError
 from twophase.lifecycle import CommitLifecycle
 
-__all__ = ["BatchContext", "SINK_PARTICIPANT", "SparkSinkDriver", "check_guardrails", "before_planned_tasks"]
+__all__ = ["BatchContext", "SINK_PARTICIPANT", "SparkSinkDriver", "check_guardrails", "before_planned_tasks",
+           "shared_transaction_control"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,25 @@ def check_guardrails(options: SinkOptions) -> None:
             check_output_topic(config, clients)
             check_sink(config, clients)
             _guardrails_checked.add(key)
+
+
+_controls: dict[tuple[object, ...], TransactionControl] = {}
+_controls_lock = threading.Lock()
+
+
+def shared_transaction_control(options: SinkOptions, clients: KafkaClients) -> TransactionControl:
+    """The transaction control client of this process for the sink's brokers and settings, made
+    once and kept: the foreachBatch sink's driver process and Spark's commit runner commit every
+    batch of a query, and a client per batch would pay its bootstrap, and on a real cluster its TLS
+    and SASL handshakes, at every commit. One client serves concurrent commits (its requests are
+    multiplexed over one connection per broker)."""
+    config = options.config
+    key = (config.bootstrap_servers, tuple(sorted(config.client_config.items())))
+    with _controls_lock:
+        control = _controls.get(key)
+        if control is None:
+            control = _controls[key] = clients.txn_control()
+        return control
 
 
 def _committables(messages: Sequence[Any]) -> list[JsonValue]:
@@ -84,7 +104,9 @@ class SparkSinkDriver:
         config = options.config
         self.clients = clients or clients_for(config.bootstrap_servers, config.client_config)
         # Sweeping after each commit is what keeps no transaction open between two batches.
-        self.committer = KafkaCommitter(self.clients, config, SINK_PARTICIPANT, sweeps_after_commit=True)
+        self.committer = KafkaCommitter(self.clients, config, SINK_PARTICIPANT, sweeps_after_commit=True,
+                                        control=None if clients is not None else
+                                        shared_transaction_control(options, self.clients))
         # Probed once per worker by guard_sink_state, not for every batch.
         self.lifecycle = CommitLifecycle(
             store or FileCheckpointStore(options.state_dir, options.retained_checkpoints, check_writable=False),

@@ -7,8 +7,9 @@ under an id of its own: the attempt it replaces may still be running, and must n
 fence it; whatever that attempt left open, the commit's sweep aborts. A task of a replayed batch
 that is already committed writes nothing.
 
-A task with no row opens no transaction: no producer, no InitProducerId, so its transactional id
-never reaches the broker. At Spark's 200 shuffle partitions a stateful query's batch has many such
+A task with no row opens no transaction: its producer, created and connected while Spark computes
+the task's first rows, is closed without an InitProducerId, so its transactional id never reaches
+the broker. At Spark's 200 shuffle partitions a stateful query's batch has many such
 tasks (a key's partition holds no changed row), and each id the broker saw is its state for
 ``transactional.id.expiration.ms`` (docs/exactly-once.md, "How many transactional ids").
 """
@@ -99,30 +100,35 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], checkpoi
         for _ in batches:  # Spark expects the input consumed
             pass
         return KafkaCommitMessage(checkpoint_id, partition_id, attempt, None, 0, skipped=True)
-    # Whether the task has a row is known at its first non-empty Arrow batch, and only then is a
-    # producer made: a task with none ends here, having registered nothing on the broker.
-    batches, first = first_rows(batches)
-    if first is None:
-        for _ in batches:
-            pass
-        return KafkaCommitMessage(checkpoint_id, partition_id, attempt, None, 0)
     config = options.config
     clients = clients_for(config.bootstrap_servers, config.client_config)
     transactional_id = None
     if config.exactly_once and config.transactional_id_prefix is not None:
         transactional_id = TransactionalIdPool(config.transactional_id_prefix).transactional_id(
             partition_id, checkpoint_id, task_attempt=task_attempt)
-    # The producer's set-up looks a topic up before InitProducerId, or librdkafka may wait 500 ms
-    # to find the transaction coordinator (ConfluentProducer.start_transaction). Without the topic
-    # option, the topic is the first row's.
-    topic = config.topic
-    if topic is None and "topic" in first.schema.names:
-        topic = first.column("topic")[0].as_py()
-    # The producer is made ready (InitProducerId) while the task converts its first rows and
-    # Spark computes the rest.
-    initialising = None if transactional_id is None else PRODUCERS.initialise(
+    # The producer is created and connected (the topic option looked up, or librdkafka may wait
+    # 500 ms to find the transaction coordinator: ConfluentProducer.look_up) while Spark computes
+    # the first rows. Its InitProducerId waits for them.
+    initialising = None if transactional_id is None else PRODUCERS.prepare(
         clients, transactional_id, KafkaTransactionWriter.producer_config(config), config.flush_timeout_s,
-        topic)
+        config.topic)
+    try:
+        batches, first = first_rows(batches)
+    except BaseException:
+        if initialising is not None:
+            initialising.discard()
+        raise
+    if first is None:
+        # A task with no row ends here, having registered nothing on the broker.
+        if initialising is not None:
+            initialising.discard()
+        for _ in batches:
+            pass
+        return KafkaCommitMessage(checkpoint_id, partition_id, attempt, None, 0)
+    if initialising is not None:
+        # Without the topic option, the topic is the first row's.
+        initialising.initialise(first.column("topic")[0].as_py() if config.topic is None
+                                and "topic" in first.schema.names else None)
     writer = KafkaTransactionWriter(clients, config, transactional_id, checkpoint_id, initialising=initialising)
     try:
         with gc_paused():

@@ -135,11 +135,15 @@ class ProducerClient(Protocol):
 
     def begin_transaction(self) -> None: ...
 
+    def look_up(self, topic: str, timeout_s: float) -> None:
+        """Look ``topic`` up, which connects the client to the brokers. Registers nothing on them:
+        a producer that goes no further leaves no transactional id behind."""
+
     def start_transaction(self, timeout_s: float, topic: str | None = None) -> None:
         """``init_transactions`` then ``begin_transaction``, without waiting for the identity:
         ``identity()`` gives it later (at pre-commit), when it is known without a wait.
-        ``topic``: the topic the transaction will write to, looked up first (a client may use
-        the lookup to connect before it asks for its transaction coordinator)."""
+        ``topic``: the topic the transaction will write to, looked up first (``look_up``; a
+        client may use the lookup to connect before it asks for its transaction coordinator)."""
 
     def produce(
         self,

@@ -63,7 +63,8 @@ class KafkaCommitter(CommittingParticipant[KafkaCommittable], TransactionCommitt
     (JSON), the Spark sink's tasks' commit messages."""
 
     def __init__(self, clients: KafkaClients, config: KafkaSinkConfig, name: str, *, slot: int | None = None,
-                 in_flight: Sequence[str] = (), sweeps_after_commit: bool = False) -> None:
+                 in_flight: Sequence[str] = (), sweeps_after_commit: bool = False,
+                 control: TransactionControl | None = None) -> None:
         self.name = name
         self.clients = clients
         self.config = config
@@ -76,7 +77,9 @@ class KafkaCommitter(CommittingParticipant[KafkaCommittable], TransactionCommitt
         self.in_flight = list(in_flight)
         #: Spark's micro-batches: between two batches no transaction of the sink may be open.
         self.sweeps_after_commit = sweeps_after_commit
-        self._control_client: TransactionControl | None = None
+        #: A control client the caller lends (and closes itself), or None: made at first use, closed by close().
+        self._control_client: TransactionControl | None = control
+        self._owns_control = control is None
         self._control_lock = threading.Lock()
 
     def committables(self, checkpoint_id: int, state: JsonValue) -> list[tuple[int, KafkaCommittable]]:
@@ -106,7 +109,7 @@ class KafkaCommitter(CommittingParticipant[KafkaCommittable], TransactionCommitt
     def close(self) -> None:
         with self._control_lock:
             control, self._control_client = self._control_client, None
-        if control is not None:
+        if control is not None and self._owns_control:
             control.close()
 
     def attempt_endings(self, committables: Sequence[tuple[int, KafkaCommittable]], commit: bool) -> list[Ending]:

@@ -1,5 +1,6 @@
-"""A write task with no row opens no transaction: no producer is initialising, so no InitProducerId
-registers its transactional id on the broker (at 200 shuffle partitions most of a stateful
+"""A write task with no row opens no transaction: its producer, made and connected while the task
+waits for rows, is closed without an InitProducerId, so its transactional id never reaches the
+broker (at 200 shuffle partitions most of a stateful
 query's tasks have no row). A task with rows still initialises its producer once, at its first
 non-empty Arrow batch, and writes every row."""
 
@@ -14,6 +15,7 @@ pytest.importorskip("pyspark")
 import pyarrow as pa  # noqa: E402
 
 from connectors.simulated_kafka import FakeKafkaClients  # noqa: E402
+from connectors.simulated_kafka.clients import FakeProducer  # noqa: E402
 from connectors.spark import write_task as write_task_module  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402
 from connectors.spark.write_task import first_rows, write_task  # noqa: E402
@@ -41,24 +43,35 @@ def run_task(fake, tmp_path, monkeypatch, partition_id: int, batches: list[pa.Re
 
 
 def test_a_task_without_rows_initialises_no_producer_and_leaves_no_transactional_id(fake, tmp_path, monkeypatch):
-    initialising: list[str] = []
-    real = write_task_module.PRODUCERS.initialise
+    initialised: list[str] = []
+    real = FakeProducer.init_transactions
 
-    def initialise(clients, transactional_id, *args, **kwargs):
-        initialising.append(transactional_id)
-        return real(clients, transactional_id, *args, **kwargs)
+    def init_transactions(self, timeout_s):
+        initialised.append(self._transactional_id)
+        return real(self, timeout_s)
 
-    monkeypatch.setattr(write_task_module.PRODUCERS, "initialise", initialise)
+    monkeypatch.setattr(FakeProducer, "init_transactions", init_transactions)
     for partition_id, batches in enumerate([[], [batch()], [batch(), batch()]]):
         _, message = run_task(fake, tmp_path, monkeypatch, partition_id, batches)
         assert (message.committable, message.record_count) == (None, 0)
-    assert initialising == []
+    # Their producers were made and connected while the tasks waited for rows, then closed.
+    assert initialised == []
     options, message = run_task(fake, tmp_path, monkeypatch, 7, [batch(), batch(b"a", b"b"), batch(b"c")])
     assert message.record_count == 3
     prefix = options.config.transactional_id_prefix
-    assert initialising == [f"{prefix}-7-0"]
+    assert initialised == [f"{prefix}-7-0"]
     # The broker knows the id of the task that wrote, and no other.
     assert [t.transactional_id for t in fake.txn_control().list_transactions(prefix + "-")] == [f"{prefix}-7-0"]
+
+
+def test_a_task_whose_input_fails_before_its_first_row_initialises_nothing(fake, tmp_path, monkeypatch):
+    def failing():
+        yield batch()
+        raise RuntimeError("upstream task failed")
+
+    with pytest.raises(RuntimeError, match="upstream"):
+        run_task(fake, tmp_path, monkeypatch, 3, failing())
+    assert fake.txn_control().list_transactions("") == []
 
 
 def test_the_first_rows_are_found_without_losing_a_batch():
@@ -68,3 +81,24 @@ def test_the_first_rows_are_found_without_losing_a_batch():
     assert list(batches) == [empty, first, second]
     none, found = first_rows(iter([empty]))
     assert found is None and list(none) == [empty]
+
+
+def test_a_task_connects_its_producer_while_it_waits_for_its_first_rows(fake, tmp_path, monkeypatch):
+    import threading
+
+    looked_up = threading.Event()
+    real = FakeProducer.look_up
+
+    def look_up(self, topic, timeout_s):
+        real(self, topic, timeout_s)
+        looked_up.set()
+
+    monkeypatch.setattr(FakeProducer, "look_up", look_up)
+
+    def rows_after_the_look_up():
+        # The task's input is not ready until its producer has looked its topic up.
+        assert looked_up.wait(10), "the producer was not connected before the task's first rows"
+        yield batch(b"a")
+
+    _, message = run_task(fake, tmp_path, monkeypatch, 0, rows_after_the_look_up())
+    assert message.record_count == 1
