@@ -107,10 +107,11 @@ def exactly_once_foreach_batch(transform: BatchTransform | None = None, *, warm_
     # partition of the batch.
     write_tasks: int | None = None
     write_tasks_found = False
+    query_id: str | None = None
 
     def write_batch(batch_df: DataFrame, batch_id: int) -> None:
-        nonlocal first_write, write_tasks, write_tasks_found
-        query_id = bound_query_id(batch_df, checkpoint_location)
+        nonlocal first_write, write_tasks, write_tasks_found, query_id
+        query_id = bound_query_id(batch_df, checkpoint_location, known=query_id)
         output = batch_df if transform is None else transform(batch_df, batch_id)
         if not write_tasks_found:
             write_tasks = sink.write_tasks or spark_parallelism(batch_df.sparkSession)
@@ -132,9 +133,13 @@ def _check_guardrails_early(sink: SinkOptions) -> None:
         log.info("the sink's broker checks ahead of the first batch failed (%r); the first batch makes them again", exc)
 
 
-def bound_query_id(batch_df: DataFrame, checkpoint_location: str | None) -> str:
-    """The id of the streaming query this foreachBatch call belongs to (see the module doc)."""
+def bound_query_id(batch_df: DataFrame, checkpoint_location: str | None, known: str | None = None) -> str:
+    """The id of the streaming query this foreachBatch call belongs to (see the module doc).
+    ``known``: the id an earlier batch of this function found; where Spark's local property names
+    the same query, the checkpoint is not read again (on an object store, a request a batch)."""
     from_thread = _local_query_id(batch_df)
+    if from_thread is not None and from_thread == known:
+        return known
     if checkpoint_location is None:
         if from_thread:
             return from_thread

@@ -170,3 +170,24 @@ def test_each_batch_is_written_by_at_most_as_many_tasks_as_spark_runs_at_once(tm
 def test_a_write_task_count_below_one_or_not_a_number_is_refused_naming_the_option(tmp_path, value):
     with pytest.raises(KafkaEosOptionError, match=r"option eos\.writeTasks must be auto .* or an integer >= 1"):
         exactly_once_foreach_batch(**SINK, **{"eos.stateDir": str(tmp_path / "s"), "eos.writeTasks": value})
+
+
+def test_the_checkpoint_is_read_once_while_the_same_query_runs_and_again_for_another(tmp_path, monkeypatch):
+    checkpoint = started_query(tmp_path / "chk", "q-1")
+    reads: list[str] = []
+    real = foreach_batch.read_query_checkpoint
+
+    def read(location):
+        reads.append(location)
+        return real(location)
+
+    monkeypatch.setattr(foreach_batch, "read_query_checkpoint", read)
+    handler = exactly_once_foreach_batch(lambda df, batch_id: df, **SINK, checkpointLocation=checkpoint)
+    for batch_id in range(3):
+        handler(_BatchDF(local_query_id="q-1"), batch_id)
+    assert reads == [checkpoint]
+    # The checkpoint was started again by another query: its id is read again, and checked.
+    started_query(tmp_path / "chk", "q-2")
+    batch = _BatchDF(local_query_id="q-2")
+    handler(batch, 0)
+    assert len(reads) == 2 and batch.saved[0][1].query_id == "q-2"
