@@ -72,9 +72,10 @@ def test_the_sinks_commit_loads_no_arrow_with_its_state_on_a_local_path(tmp_path
     assert "pyarrow" not in loaded_after(statement)
 
 
-# What the `tools` extra brings (the command-line tools, plots, metrics, the Docker broker), and
-# pandas: none of it is installed on a lean install's executors (issue 27), so the sink and the
-# source must not import any of it.
+# What the `tools` extra brings (the command-line tools, plots, metrics, the Docker broker): none
+# of it is installed on a lean install's executors (issue 27), so the sink and the source must not
+# import any of it. And pandas: a base dependency since issue 53, for pyspark's own check in
+# mapInArrow, but imports (tenths of a second) that no task of the kit needs.
 TOOLS_ONLY = ("rich", "matplotlib", "testcontainers", "prometheus_client", "pandas", "docker")
 
 

@@ -31,8 +31,13 @@ _started_lock = threading.Lock()
 
 
 def _import_task_modules(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    import connectors.spark.datasource_readers  # noqa: F401  (what a read task imports first)
     import connectors.spark.write_task  # noqa: F401  (what a write task imports first)
+    from connectors.spark.spark_versions import has_python_data_source_api
+
+    # The kit's source runs on Spark's Python data source API (4.0+); on 3.5, where the
+    # foreachBatch sink is the kit's only entry, its reader module cannot be imported.
+    if has_python_data_source_api():
+        import connectors.spark.datasource_readers  # noqa: F401  (what a read task imports first)
 
     yield from batches
 
