@@ -31,7 +31,9 @@ JAR_NAME = "kafka-eos-spark-provider.jar"
 SPARK_API = ("org.apache.spark:spark-sql_2.13:4.0.0", "org.apache.spark:spark-catalyst_2.13:4.0.0",
              "org.apache.spark:spark-sql-api_2.13:4.0.0", "org.apache.spark:spark-core_2.13:4.0.0",
              "org.apache.spark:spark-common-utils_2.13:4.0.0",
-             "org.scala-lang:scala-library:2.13.16")
+             "org.scala-lang:scala-library:2.13.16",
+             # Spark's logging API, which every Spark 4 ships (WriteTasks' one warning).
+             "org.slf4j:slf4j-api:2.0.16")
 
 
 class ProviderBuildError(RuntimeError):

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import logging
 import sys
+import zipfile
 from pathlib import Path
 
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from connectors.spark.format_names import FORMAT, PYTHON_SOURCE
@@ -88,9 +90,43 @@ def _install_in_driver(spark: SparkSession) -> bool:
         _warn(f"the driver JVM's class loader ({context.getClass().getName() if context else None}) takes no jar "
               "at run time", f"start the session with spark.jars={JAR}")
         return False
-    job_loader.addURL(jvm.java.io.File(str(JAR)).toURI().toURL())
+    url = jvm.java.io.File(str(JAR)).toURI().toURL()
+    # Once in the job's loader, the jar cannot be taken out, and Spark's lookup of every format
+    # would meet a provider that does not link on this Spark: link it in a loader of its own first.
+    failure = _link_failure(spark, url, job_loader)
+    if failure is not None:
+        _warn(f"it does not link on this Spark {spark.version} ({failure})",
+              "use a Spark the kit supports (docs/where-it-runs.md)")
+        return False
+    job_loader.addURL(url)
     log.info("format(%r) is the kit's JVM provider %s from %s (update mode enabled)", FORMAT, PROVIDER_CLASS, JAR)
     return True
+
+
+def _link_failure(spark: SparkSession, url: object, parent: object) -> str | None:
+    """Load, link and initialise every class of the jar, and instantiate the provider and ask its
+    name, in a throwaway loader whose parent is ``parent``; None when all of it works, else what
+    failed, in one line."""
+    gateway = spark.sparkContext._gateway  # type: ignore[attr-defined]
+    jvm = gateway.jvm
+    urls = gateway.new_array(jvm.java.net.URL, 1)
+    urls[0] = url
+    loader = jvm.java.net.URLClassLoader(urls, parent)
+    try:
+        with zipfile.ZipFile(JAR) as jar:
+            classes = [name[:-len(".class")].replace("/", ".") for name in jar.namelist() if name.endswith(".class")]
+        for name in classes:
+            jvm.java.lang.Class.forName(name, True, loader)
+        constructor = jvm.java.lang.Class.forName(PROVIDER_CLASS, True, loader).getDeclaredConstructor(
+            gateway.new_array(jvm.java.lang.Class, 0))
+        constructor.newInstance(gateway.new_array(jvm.java.lang.Object, 0)).shortName()
+    except Py4JJavaError as exc:  # a LinkageError, NoSuchMethodError, ... thrown in the JVM
+        java = exc.java_exception
+        cause = java.getCause()  # newInstance wraps the constructor's failure
+        return str((cause if cause is not None else java).toString()).splitlines()[0][:300]
+    finally:
+        loader.close()
+    return None
 
 
 def _loads_provider(jvm, loader) -> bool:  # type: ignore[no-untyped-def]

@@ -125,6 +125,47 @@ def test_a_driver_whose_class_loader_takes_no_jar_names_spark_jars(spark, caplog
     assert f"spark.jars={jvm_provider.JAR}" in warning and "exactly_once_foreach_batch" in warning
 
 
+def test_a_provider_that_does_not_link_is_never_put_into_the_driver(spark, monkeypatch, caplog, tmp_path):
+    """install() links the provider in a loader of its own before the job's loader takes the jar:
+    a jar put there cannot be taken out, and Spark's lookup of every format would meet it."""
+    import zipfile
+
+    broken = tmp_path / "broken.jar"
+    with zipfile.ZipFile(jvm_provider.JAR) as real, zipfile.ZipFile(broken, "w") as copy:
+        for item in real.infolist():
+            data = real.read(item)
+            if item.filename.endswith("/KafkaEosTableProvider.class"):
+                data = data[: len(data) // 2]  # what a Spark whose classes it was not built for meets
+            copy.writestr(item, data)
+    jvm = spark.sparkContext._jvm
+    gateway = spark.sparkContext._gateway
+    outcome: dict[str, object] = {}
+
+    def install_with(jar: Path) -> None:
+        monkeypatch.setattr(jvm_provider, "JAR", jar)
+        # A job's loader of its own (as spark-submit makes), without the provider.
+        job_loader = jvm.org.apache.spark.util.MutableURLClassLoader(
+            gateway.new_array(jvm.java.net.URL, 0), jvm.java.lang.ClassLoader.getSystemClassLoader())
+        jvm.java.lang.Thread.currentThread().setContextClassLoader(job_loader)
+        outcome["installed"] = jvm_provider.install(spark)
+        outcome["jars"] = [str(url.toString()) for url in job_loader.getURLs()]
+
+    def in_a_plain_thread(jar: Path) -> dict[str, object]:
+        outcome.clear()
+        thread = threading.Thread(target=install_with, args=(jar,))
+        thread.start()
+        thread.join()
+        return dict(outcome)
+
+    with caplog.at_level(logging.WARNING, logger=jvm_provider.__name__):
+        assert in_a_plain_thread(broken) == {"installed": False, "jars": []}
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "\n" not in warning and "does not link on this Spark" in warning and "ClassFormatError" in warning
+    assert "exactly_once_foreach_batch" in warning
+    linked = in_a_plain_thread(JVM / "kafka-eos-spark-provider.jar")
+    assert linked["installed"] is True and len(linked["jars"]) == 1  # type: ignore[arg-type]
+
+
 class _ConnectSessionRefusingArtifacts:
     """What register() sees of a Spark Connect session whose server takes no artifacts."""
 

@@ -2,6 +2,7 @@ package kafkaeos.spark;
 
 import java.lang.reflect.Method;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
@@ -19,6 +20,8 @@ import org.apache.spark.sql.connector.write.Write;
 import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 import org.apache.spark.sql.streaming.StreamingQuery;
 import org.apache.spark.sql.types.StructField;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * How many write tasks, so Kafka transactions, a micro-batch of {@code format("kafka-eos")} has.
@@ -50,6 +53,10 @@ public final class WriteTasks {
         "Aggregate", "Deduplicate", "DeduplicateWithinWatermark", "Distinct", "FlatMapGroupsWithState",
         "FlatMapGroupsInPandasWithState", "TransformWithState", "TransformWithStateInPandas",
         "TransformWithStateInPySpark");
+
+    private static final Logger LOG = LoggerFactory.getLogger(WriteTasks.class);
+    /** The queries whose plan could not be seen, warned once each. */
+    private static final Set<String> WARNED = ConcurrentHashMap.newKeySet();
 
     private WriteTasks() {
     }
@@ -94,16 +101,35 @@ public final class WriteTasks {
                 }
             }
             if (query == null) {
-                return false;
+                return false; // a batch write: no streaming query has its id
             }
             // The query's analysed plan. No public API names it; StreamingQueryWrapper.streamingQuery
             // and StreamExecution.logicalPlan have been there since Spark 2, and a Spark without them
-            // only loses the fewer tasks.
+            // only loses the fewer tasks, which unreachable() says.
             Object execution = method(query, "streamingQuery").invoke(query);
             return keepsState((LogicalPlan) method(execution, "logicalPlan").invoke(execution));
         } catch (ReflectiveOperationException | RuntimeException | LinkageError e) {
+            unreachable(queryId, e.toString());
             return false;
         }
+    }
+
+    /** One WARNING per query: its write keeps the plan's partitions as write tasks, which behind a
+     *  stateful operator is spark.sql.shuffle.partitions transactions a batch. */
+    private static void unreachable(String queryId, String why) {
+        if (!WARNED.add(String.valueOf(queryId))) {
+            return;
+        }
+        String partitions = "?";
+        try {
+            partitions = SparkSession.active().conf().get("spark.sql.shuffle.partitions");
+        } catch (RuntimeException e) {
+            // Only the figure in the message is lost.
+        }
+        LOG.warn("kafka-eos: cannot see the plan of streaming query {} ({}), so cannot tell whether it keeps "
+            + "state: its batches keep one write task, so one Kafka transaction, per partition of the plan, "
+            + "{} (spark.sql.shuffle.partitions) behind a stateful operator. Set eos.writeTasks=N to ask for N",
+            queryId, why, partitions);
     }
 
     private static Method method(Object target, String name) throws NoSuchMethodException {
