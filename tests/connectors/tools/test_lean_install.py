@@ -30,8 +30,10 @@ def _names(requirements: list[str]) -> set[str]:
 
 def test_the_core_dependencies_are_what_executors_need():
     # cryptography: Java's trust and key stores read into PEM files on each executor (keystores.py).
+    # pandas: pyspark's mapInArrow, with which the foreachBatch sink writes, checks for it on the
+    # driver (issue 53).
     assert _names(_project()["dependencies"]) == {"pyspark", "pyarrow", "confluent-kafka", "kafka-python", "tenacity",
-                                                  "cryptography"}
+                                                  "cryptography", "pandas"}
 
 
 def test_the_tools_extra_holds_the_cli_packages_and_the_tests_install_it():

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future
 from typing import Mapping
 
 from connectors.kafka.clients import KafkaClients, ProducerClient
@@ -72,7 +72,7 @@ class InitialisingProducer:
         self._future.add_done_callback(close)
 
     def run(self, clients: KafkaClients, config: dict[str, str], timeout_s: float) -> None:
-        """The background work (a pool thread): create and connect, wait to be wanted, initialise."""
+        """The background work (a thread of its own): create and connect, wait to be wanted, initialise."""
         if not self._future.set_running_or_notify_cancel():
             return
         started = time.monotonic()
@@ -104,24 +104,17 @@ class InitialisingProducer:
 class ProducerPool:
     """Transactional producers of one process. Thread-safe; one per process is enough."""
 
-    def __init__(self, max_workers: int = 4) -> None:
-        self._max_workers = max_workers
-        self._executor: ThreadPoolExecutor | None = None
-        self._lock = threading.Lock()
-
     def prepare(self, clients: KafkaClients, transactional_id: str, config: Mapping[str, str],
                 timeout_s: float, topic: str | None = None) -> InitialisingProducer:
         """Start making a producer of ``transactional_id``: created and connected now, initialised
         (and in a transaction) once the caller calls ``initialise()`` or ``take()`` on it.
         Initialising fences every earlier producer of the id, so a caller lets it go only when it
         is about to write under the id (a task of the batch that owns the id, with a row)."""
-        with self._lock:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=self._max_workers,
-                                                    thread_name_prefix="kafka-eos-producer")
-            executor = self._executor
         producer = InitialisingProducer(transactional_id, topic)
-        executor.submit(producer.run, clients, dict(config), timeout_s)
+        # A thread of its own, not a bounded pool's: it waits for the task's first row, and no
+        # other producer may queue behind that wait. A daemon, so it never holds the process up.
+        threading.Thread(target=producer.run, args=(clients, dict(config), timeout_s),
+                         name=f"kafka-eos-producer-{transactional_id}", daemon=True).start()
         return producer
 
     def initialise(self, clients: KafkaClients, transactional_id: str, config: Mapping[str, str],
