@@ -48,6 +48,8 @@ LINES = ("3.5.9", "4.0.5", "4.1.4", "4.2.1", "4.3.0")
 MAIN_SUITE_LINE = "4.3.0"
 #: The dependencies whose range ends are tested on each line.
 ENDS = ("pyarrow", "pandas", "confluent-kafka", "kafka-python")
+#: Upgraded with the ends at the highest, without being an end of the kit's ranges.
+HIGHEST_ALSO = ("numpy",)
 #: What a line needs beyond the kit's ranges and pyspark's own, which pip cannot see: pyarrow 26
 #: needs NumPy 2, which pyspark 3.5's connect extra keeps below 2 (pyarrow declares no numpy
 #: requirement; connectors/spark/spark_versions.py refuses the pair in one line).
@@ -195,7 +197,10 @@ def run_line(line: str, python: Path, wheel: Path, work: Path, test_kit_path: Pa
     runs = []
     for end, suite, keyword in ends:
         if end == "highest":
-            _pip(python, "--upgrade", *_base(line, wheel), *ENDS)
+            # numpy too: pyarrow declares no numpy requirement, so pip keeps the numpy 1 that the
+            # lowest pandas (2.2.0) brought, beside a pyarrow that needs numpy 2 (the kit refuses
+            # that pair in one line: spark_versions.check_installed_packages).
+            _pip(python, "--upgrade", *_base(line, wheel), *ENDS, *HIGHEST_ALSO)
         run = Run(line, end, suite, _installed(python))
         print(f"version matrix: pyspark {line}, {end} ends: {run.versions}", flush=True)
         started = time.monotonic()
