@@ -73,8 +73,6 @@ class InitialisingProducer:
 
     def run(self, clients: KafkaClients, config: dict[str, str], timeout_s: float) -> None:
         """The background work (a thread of its own): create and connect, wait to be wanted, initialise."""
-        if not self._future.set_running_or_notify_cancel():
-            return
         started = time.monotonic()
         producer: ProducerClient | None = None
         try:
@@ -86,7 +84,6 @@ class InitialisingProducer:
             self._wanted.wait()
             if self._discarded:
                 producer.close()
-                producer = None
                 self._future.set_exception(CancelledError(f"producer of {self.transactional_id} discarded"))
                 return
             waited = time.monotonic()
