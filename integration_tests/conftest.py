@@ -258,6 +258,9 @@ VERSION_SET = (
     # Executor task failures behind Spark's own source, on the sink each Spark runs by default (the
     # format on 4.x, the foreachBatch sink on 3.5).
     ("test_spark_kafka_source.py::test_spark_kafka_source_with_executor_task_failures_is_exactly_once", "every"),
+    # The JVM provider by its behaviour on each 4.x line: update mode on the format, a stateful batch
+    # in at most defaultParallelism transactions, a map-only one with no shuffle added.
+    ("test_output_modes.py::test_the_jvm_provider_behaves_as_documented_on_this_spark", "format"),
     # Spark Connect on 3.5 (which has Connect, not the Python data source API): Spark's own source
     # into the foreachBatch sink. (Connect on 4.x: the main suite's, on 4.3.)
     ("test_spark_connect.py::test_sparks_own_source_into_the_foreach_batch_sink_over_spark_connect_is_exactly_once",

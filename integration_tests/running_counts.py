@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable
@@ -15,6 +14,7 @@ from connectors.kafka.clients import KafkaClients
 from connectors.kafka.clients.broker_retry import BrokerRetryPolicy, RetryingClusterAdmin
 from kafka_io import partitions_of, wait_until_stable
 from spark_job import spark_job_environment, wait_for_end
+from kafka_testkit.job_python import job_python
 
 JOB = Path(__file__).resolve().parent / "output_modes_job.py"
 KEYS = 40
@@ -45,11 +45,11 @@ def load_keyed(clients: KafkaClients, topic: str) -> dict[bytes, int]:
 
 
 def run_count_job(where: list[str], bootstrap: str, source: str, queries: dict[str, str],
-                  checkpoint: Path) -> subprocess.CompletedProcess[str]:
+                  checkpoint: Path, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     """``output_modes_job.py`` run to its end: ``where`` is ``--master M`` or ``--remote URL``,
-    ``queries`` maps an output mode to its output topic."""
-    command = [sys.executable, str(JOB), *where, "--bootstrap", bootstrap, "--input", source,
-               "--checkpoint-dir", str(checkpoint), "--max-offsets-per-trigger", str(BATCH)]
+    ``queries`` maps an output mode to its output topic, ``extra`` are more of the job's arguments."""
+    command = [job_python(), str(JOB), *where, "--bootstrap", bootstrap, "--input", source,
+               "--checkpoint-dir", str(checkpoint), "--max-offsets-per-trigger", str(BATCH), *extra]
     for mode, topic in queries.items():
         command += ["--query", f"{mode}:{topic}"]
     environment = spark_job_environment({k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"})

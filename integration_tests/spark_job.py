@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Mapping
 
 from connectors.tools import jobs
 from twophase import failpoints
+from kafka_testkit.job_python import job_python
 
 JOB = Path(jobs.__file__).resolve().parent / "spark_pipeline.py"
 KILLED = -signal.SIGKILL
@@ -24,7 +24,7 @@ def spark_job_command(bootstrap: str, source: str, sink: str, checkpoint: Path, 
                       batch_records: int = 500, master: str | None = None,
                       kafka_config: Mapping[str, str] | None = None, python: str | None = None,
                       extra: tuple[str, ...] = ()) -> list[str]:
-    command = [python or sys.executable, str(JOB), "--bootstrap", bootstrap, "--input", source, "--output", sink,
+    command = [python or job_python(), str(JOB), "--bootstrap", bootstrap, "--input", source, "--output", sink,
                "--checkpoint-dir", str(checkpoint), "--bounded", "--transform", "copy",
                "--max-offsets-per-trigger", str(batch_records), *extra]
     if master:

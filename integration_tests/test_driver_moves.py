@@ -22,7 +22,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from connectors.tools import jobs
 from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
 from twophase import failpoints
 from twophase.checkpoint_store import FileCheckpointStore
+from kafka_testkit.job_python import job_python
 
 pytestmark = pytest.mark.spark
 
@@ -46,7 +46,7 @@ def run_on_machine(machine: Path, bootstrap: str, source: str, sink: str, checkp
     work, home, tmp = machine / "work", machine / "home", machine / "tmp"
     for folder in (work, home, tmp):
         folder.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, str(JOB), "--bootstrap", bootstrap, "--input", source, "--output", sink,
+    command = [job_python(), str(JOB), "--bootstrap", bootstrap, "--input", source, "--output", sink,
                "--checkpoint-dir", str(checkpoint), "--state-dir", state_dir, "--bounded",
                "--transform", "copy", "--max-offsets-per-trigger", "500"]
     for spec in failpoint_specs:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -36,6 +35,7 @@ from connectors.kafka.authorization import GROUP, PREFIXED, AclRequirement, sink
 from connectors.kafka.clients.broker_retry import BrokerRetryPolicy, RetryingClusterAdmin
 from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
 from kafka_testkit.java_truststore import TruststoreError, java_scram_settings, jks_truststore
+from kafka_testkit.job_python import job_python
 from spark_job import DEFAULT_PREFIX, KILLED, run_spark_job, spark_job_environment, wait_for_end
 
 pytestmark = pytest.mark.spark
@@ -186,7 +186,7 @@ def create_topics(admin_of, topics: dict[str, int]) -> None:  # type: ignore[no-
 def run_job(fmt: str, spec: dict, work: Path, jars: str) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     (work / "spec.json").write_text(json.dumps(spec))
-    command = [sys.executable, str(JOB), "--format", fmt, "--spec", str(work / "spec.json"),
+    command = [job_python(), str(JOB), "--format", fmt, "--spec", str(work / "spec.json"),
                "--out", str(work / "result.json"), "--work-dir", str(work / "streams")]
     if fmt == "kafka":
         command += ["--jars", jars]

@@ -4,7 +4,6 @@ every failpoint and restarted; a lost transaction surfacing; lingering transacti
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,7 @@ from twophase.checkpoint_store import FileCheckpointStore
 from twophase.coordinator import CheckpointCoordinator
 from twophase.lifecycle import CommitLifecycle
 from twophase.participants import RestoredState
+from kafka_testkit.job_python import job_python
 
 JOB = Path(jobs.__file__).resolve().parent / "copy_pipeline.py"
 RECORDS = 3000
@@ -44,7 +44,7 @@ SCENARIOS = {
 
 
 def run_copy_job(bootstrap: str, source: str, sink: str, checkpoint: Path, prefix: str, *failpoint_specs: str):
-    command = [sys.executable, str(JOB), "--bootstrap", bootstrap, "--input", source, "--output", sink,
+    command = [job_python(), str(JOB), "--bootstrap", bootstrap, "--input", source, "--output", sink,
                "--checkpoint-dir", str(checkpoint), "--bounded", "--transactional-id-prefix", prefix,
                "--checkpoint-interval", "3600",
                "--checkpoint-every-records", "200", "--log-level", "WARNING"]

@@ -1,25 +1,34 @@
 """The version matrix of ``.ci/run``: the kit's wheel on each pyspark line, at both ends of its
-dependency ranges, on real Kafka.
+dependency ranges, on real Kafka, installed as a user installs it.
 
     python3 kafka_testkit/version_matrix.py --wheel dist/pyspark_kafka_eos-0.2.0-py3-none-any.whl --work /tmp/m
 
-For each line of :data:`LINES` (the newest patch of each), in a venv of its own (the next line's
-venv is installed while this line's tests run):
+For each line of :data:`LINES` (the newest patch of each), two venvs (the next line's are installed
+while this line's tests run):
 
-1. ``pip install`` the wheel with its ``test`` extra and ``pyspark[connect]`` of that version;
-2. **lowest**: pyarrow, pandas, confluent-kafka and kafka-python pinned to the lowest versions both
-   the kit's ranges and that pyspark allow (:func:`lowest_pins`, run in the venv: it reads the
-   installed metadata), then the compact set, ``KAFKA_EOS_INTEGRATION=versions``
-   (integration_tests/conftest.py's ``VERSION_SET``: the quick start, a driver SIGKILL mid-commit,
-   executor task failures, Spark's own source feeding the sink, and on 4.x ``format("kafka-eos")``
-   both ways);
-3. **highest**: the same four upgraded to the newest the ranges allow, then the quick starts
-   (``-k quickstart``).
+- the **job venv**: the wheel with **no extra** and that pyspark, what ``pip install
+  pyspark-kafka-eos`` gives on a cluster. Every Spark job of the tests, its driver and its workers,
+  runs on its Python (``KAFKA_EOS_JOB_PYTHON``, kafka_testkit/job_python.py), so a job that needs
+  what only an extra brings fails here at its first batch, as it would for a user;
+- the **tools venv**: the wheel with its ``test`` extra and ``pyspark[connect]`` of that version, at
+  the same ends: pytest and the tests themselves, the command-line tools that load and verify, and
+  Spark Connect's client, which only the Connect test uses (its client and server run here).
 
-On 4.3, whose highest ends (and every fault) are the main suite's (README command 2), only the
-quick starts run, at the lowest ends. With ``--kafka-eos`` (an installed ``kafka-eos``), one broker
-started by ``kafka-eos broker`` serves every run, and is stopped by its PID at the end, also on
-failure; without it each run's tests start their own.
+Then, for each line:
+
+1. **lowest**: pyarrow, pandas, confluent-kafka and kafka-python pinned in both venvs to the
+   lowest versions both the kit's ranges and that pyspark allow (:func:`lowest_pins`), then the
+   compact set, ``KAFKA_EOS_INTEGRATION=versions`` (integration_tests/conftest.py's
+   ``VERSION_SET``: the quick starts, a driver SIGKILL mid-commit, executor task failures, Spark's
+   own source feeding the sink, and on 4.x ``format("kafka-eos")`` both ways and the JVM provider's
+   behaviour);
+2. **highest**, on the lines of :data:`HIGHEST_LINES` only: the same four upgraded to the newest the
+   ranges allow, then the quick starts (``-k quickstart``). On 4.x the newest the ranges allow are
+   the same on every line, and 4.3's main suite (README command 2) runs at them.
+
+With ``--kafka-eos`` (an installed ``kafka-eos``), one broker started by ``kafka-eos broker`` serves
+every run, and is stopped by its PID at the end, also on failure; without it each run's tests start
+their own.
 
 The tests import the installed wheel, not the checkout: pytest's ``pythonpath`` is replaced by a
 folder that holds only the test kit. Spark's Kafka connector of each line comes from Maven
@@ -42,10 +51,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script: the test kit is not on the path
+    sys.path.insert(0, str(REPO))
+
+from kafka_testkit.job_python import JOB_PYTHON_ENV  # noqa: E402
 #: The pyspark lines CI runs, newest patch of each; 4.3 also runs the main suite.
 LINES = ("3.5.9", "4.0.5", "4.1.4", "4.2.1", "4.3.0")
-#: The line whose highest ends are the main suite's.
-MAIN_SUITE_LINE = "4.3.0"
+#: The lines that also run at the highest ends. 3.5's differ from 4.x's (LINE_CONSTRAINTS); on 4.x
+#: they are the same on every line, and 4.3's main suite (README command 2, whose venv pip resolves
+#: to the newest) runs every test at them, so 4.0-4.2 run at the lowest only.
+HIGHEST_LINES = ("3.5.9",)
 #: The dependencies whose range ends are tested on each line.
 ENDS = ("pyarrow", "pandas", "confluent-kafka", "kafka-python")
 #: Upgraded with the ends at the highest, without being an end of the kit's ranges.
@@ -54,9 +69,12 @@ HIGHEST_ALSO = ("numpy",)
 #: needs NumPy 2, which pyspark 3.5's connect extra keeps below 2 (pyarrow declares no numpy
 #: requirement; connectors/spark/spark_versions.py refuses the pair in one line).
 LINE_CONSTRAINTS = {"3.5": ("pyarrow<26",)}
-#: The kit's distribution, and pyspark's extra the tests install (Spark Connect's client).
+#: The kit's distribution, and pyspark's extra the tools venv adds (Spark Connect's client).
 KIT = "pyspark-kafka-eos"
 PYSPARK_EXTRA = "connect"
+#: What the job venv must not hold: each comes with an extra of the kit's (test, tools) or pyspark's
+#: (connect), never with ``pip install pyspark-kafka-eos``.
+NOT_IN_A_PLAIN_INSTALL = ("pytest", "rich", "matplotlib", "testcontainers", "grpc")
 
 
 @dataclass
@@ -130,13 +148,13 @@ def _imported_kit(python: Path, cwd: Path) -> str:
     return out
 
 
-def _pytest(python: Path, test_kit_path: Path, keyword: str | None, bootstrap: str | None) -> int:
-    command = [str(python), "-m", "pytest", "integration_tests", "-p", "no:cacheprovider", "-q",
+def _pytest(venvs: LineVenvs, test_kit_path: Path, keyword: str | None, bootstrap: str | None) -> int:
+    command = [str(venvs.tools), "-m", "pytest", "integration_tests", "-p", "no:cacheprovider", "-q",
                "-o", f"pythonpath={test_kit_path}", "-rfEsxXp", "-W", "ignore::DeprecationWarning"]
     if keyword:
         command += ["-k", keyword]
     environment = {**os.environ, "KAFKA_EOS_INTEGRATION": "versions", "KAFKA_EOS_REQUIRE_SERVERS": "1",
-                   "PYTHONPATH": str(test_kit_path)}
+                   "PYTHONPATH": str(test_kit_path), JOB_PYTHON_ENV: str(venvs.job)}
     if bootstrap:
         environment["KAFKA_BOOTSTRAP_SERVERS"] = bootstrap
     return subprocess.run(command, cwd=REPO, env=environment).returncode
@@ -172,39 +190,69 @@ class Broker:
         self._log.close()
 
 
-def prepare_line(line: str, wheel: Path, work: Path) -> Path:
-    """The venv of ``line`` with the kit and that pyspark at the lowest ends; returns its python."""
-    venv = work / f"pyspark-{line}"
-    python = venv / "bin" / "python"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    _pip(python, *_base(line, wheel))
-    pins = subprocess.run([str(python), str(Path(__file__).resolve()), "lowest-pins"], check=True,
+@dataclass(frozen=True)
+class LineVenvs:
+    """A line's two venvs, by their interpreters."""
+
+    job: Path
+    tools: Path
+
+
+def _venv(where: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
+    return where / "bin" / "python"
+
+
+def prepare_line(line: str, wheel: Path, work: Path) -> LineVenvs:
+    """The job and tools venvs of ``line``, both at the lowest ends."""
+    root = work / f"pyspark-{line}"
+    venvs = LineVenvs(job=_venv(root / "job"), tools=_venv(root / "tools"))
+    _pip(venvs.tools, *_with_tools(line, wheel))
+    pins = subprocess.run([str(venvs.tools), str(Path(__file__).resolve()), "lowest-pins"], check=True,
                           capture_output=True, text=True).stdout.split()
-    _pip(python, *_base(line, wheel), *pins)
-    return python
+    _pip(venvs.tools, *_with_tools(line, wheel), *pins)
+    _pip(venvs.job, *_plain(line, wheel), *pins)
+    _check_plain(venvs.job)
+    return venvs
 
 
-def _base(line: str, wheel: Path) -> list[str]:
+def _plain(line: str, wheel: Path) -> list[str]:
+    """What a user installs: the wheel, no extra, and the line's pyspark, no extra."""
+    return [str(wheel), f"pyspark=={line}", *_constraints(line)]
+
+
+def _with_tools(line: str, wheel: Path) -> list[str]:
     return [f"{wheel}[test]", f"pyspark[{PYSPARK_EXTRA}]=={line}", *_constraints(line)]
 
 
-def run_line(line: str, python: Path, wheel: Path, work: Path, test_kit_path: Path, bootstrap: str | None) -> list[Run]:
-    print(f"version matrix: pyspark {line}: the kit from {_imported_kit(python, work)}", flush=True)
-    if line == MAIN_SUITE_LINE:
-        ends = [("lowest", "the quick starts", "quickstart")]
-    else:
-        ends = [("lowest", "the compact set", None), ("highest", "the quick starts", "quickstart")]
+def _check_plain(job: Path) -> None:
+    script = ("import importlib.util, json; "
+              f"print(json.dumps([n for n in {list(NOT_IN_A_PLAIN_INSTALL)!r} if importlib.util.find_spec(n)]))")
+    found = json.loads(subprocess.run([str(job), "-c", script], check=True, capture_output=True, text=True).stdout)
+    if found:
+        raise SystemExit(f"version matrix: the job venv {job.parents[1]} holds {', '.join(found)}, which no plain "
+                         "install of the kit brings")
+
+
+def run_line(line: str, venvs: LineVenvs, wheel: Path, work: Path, test_kit_path: Path,
+             bootstrap: str | None) -> list[Run]:
+    print(f"version matrix: pyspark {line}: the kit from {_imported_kit(venvs.job, work)}", flush=True)
+    ends = [("lowest", "the compact set", None)]
+    if line in HIGHEST_LINES:
+        ends.append(("highest", "the quick starts", "quickstart"))
     runs = []
     for end, suite, keyword in ends:
         if end == "highest":
             # numpy too: pyarrow declares no numpy requirement, so pip keeps the numpy 1 that the
             # lowest pandas (2.2.0) brought, beside a pyarrow that needs numpy 2 (the kit refuses
             # that pair in one line: spark_versions.check_installed_packages).
-            _pip(python, "--upgrade", *_base(line, wheel), *ENDS, *HIGHEST_ALSO)
-        run = Run(line, end, suite, _installed(python))
+            _pip(venvs.tools, "--upgrade", *_with_tools(line, wheel), *ENDS, *HIGHEST_ALSO)
+            _pip(venvs.job, "--upgrade", *_plain(line, wheel), *ENDS, *HIGHEST_ALSO)
+            _check_plain(venvs.job)
+        run = Run(line, end, suite, _installed(venvs.job))
         print(f"version matrix: pyspark {line}, {end} ends: {run.versions}", flush=True)
         started = time.monotonic()
-        run.code = _pytest(python, test_kit_path, keyword, bootstrap)
+        run.code = _pytest(venvs, test_kit_path, keyword, bootstrap)
         run.seconds = time.monotonic() - started
         print(f"version matrix: {run.line_of_report()}", flush=True)
         runs.append(run)

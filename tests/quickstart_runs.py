@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
+from kafka_testkit.job_python import assert_quiet, job_python
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = {
     "kafka-eos": REPO / "examples" / "quickstart_kafka_eos.py",
@@ -39,9 +41,10 @@ def run_quickstart(variant: str, bootstrap: str, work: Path, names: tuple[str, s
     assert created.returncode == 0, created.stderr
     env = {name: value for name, value in os.environ.items() if name not in ("PYSPARK_PYTHON", "VIRTUAL_ENV")}
     env.update(extra_env or {})
-    job = subprocess.run([sys.executable, str(SCRIPTS[variant]), bootstrap, source, sink, str(work / "checkpoint"),
+    job = subprocess.run([job_python(), str(SCRIPTS[variant]), bootstrap, source, sink, str(work / "checkpoint"),
                           "--available-now"], capture_output=True, text=True, timeout=900, env=env, cwd=work)
     assert job.returncode == 0, job.stderr[-6000:]
+    assert_quiet(job.stdout + job.stderr, f"the quick start {variant}")
     report = work / "verify.json"
     verified = kafka_eos("verify", "--bootstrap", bootstrap, "--input", source, "--output", sink,
                          "--json-report", str(report), *verify_args)
