@@ -12,6 +12,9 @@ do the replay's jobs and task failures (``connectors/tools/jobs/``); this kit bu
 - ``spark_cluster``: a Spark standalone cluster (Master and Workers) from the installed pyspark;
   ``spark_connect_server``: a Spark Connect server from it;
 - ``spark_kafka_connector``: Spark's own Kafka connector jars from Maven Central;
+- ``job_python``: the Python the tests run Spark jobs on (the version matrix's venv of the wheel
+  alone), and the check that a healthy job's console is quiet; ``version_matrix``: CI's runs of
+  the wheel on each pyspark line;
 - ``s3_server``: drives an external S3 server launcher (such as Debian's radosgw);
 - ``kafka_conformance``: checks of Kafka's semantics, run on a real broker and on the embedded
   cluster; ``topic_records``: produce and read a topic's records in tests;
