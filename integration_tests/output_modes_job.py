@@ -12,6 +12,9 @@ of its own (Spark looks the format up on the thread that starts the query), and 
 (``stream.select("key", "value")``, append mode) per ``--copy OUTPUT_TOPIC``. Exits 0 when every
 query finished, 1 with the failure otherwise.
 
+On Spark 4.0 and 4.1, which give a Python streaming source no read limits, ``maxOffsetsPerTrigger``
+is left out and each query reads its input in one batch.
+
 ``--shuffle-partitions`` sets ``spark.sql.shuffle.partitions`` (4 by default: a small input; 200 is
 Spark's default, where the JVM provider decides how many write tasks a stateful batch has), and
 ``--min-partitions`` the source's ``minPartitions`` (its read tasks a batch), and
@@ -53,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     from connectors.spark import register
+    from connectors.spark.spark_versions import has_stream_admission_control
 
     if args.remote:
         spark = SparkSession.builder.remote(args.remote).create()
@@ -68,8 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     def run(mode: str, topic: str) -> None:
         try:
             stream = (spark.readStream.format("kafka-eos").option("kafka.bootstrap.servers", args.bootstrap)
-                      .option("subscribe", args.input).option("startingOffsets", "earliest")
-                      .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger)))
+                      .option("subscribe", args.input).option("startingOffsets", "earliest"))
+            if has_stream_admission_control():  # Spark 4.0 and 4.1 give a Python source no read limit
+                stream = stream.option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
             if args.min_partitions:
                 stream = stream.option("minPartitions", str(args.min_partitions))
             stream = stream.load()
