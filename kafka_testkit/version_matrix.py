@@ -148,7 +148,12 @@ def _imported_kit(python: Path, cwd: Path) -> str:
     return out
 
 
-def _pytest(venvs: LineVenvs, test_kit_path: Path, keyword: str | None, bootstrap: str | None) -> int:
+#: How much of a failed run's pytest output a ``--log`` run prints: its failures and short summary.
+FAILED_TAIL_LINES = 200
+
+
+def _pytest(venvs: LineVenvs, test_kit_path: Path, keyword: str | None, bootstrap: str | None,
+            log: Path | None, title: str) -> int:
     command = [str(venvs.tools), "-m", "pytest", "integration_tests", "-p", "no:cacheprovider", "-q",
                "-o", f"pythonpath={test_kit_path}", "-rfEsxXp", "-W", "ignore::DeprecationWarning"]
     if keyword:
@@ -157,7 +162,21 @@ def _pytest(venvs: LineVenvs, test_kit_path: Path, keyword: str | None, bootstra
                    "PYTHONPATH": str(test_kit_path), JOB_PYTHON_ENV: str(venvs.job)}
     if bootstrap:
         environment["KAFKA_BOOTSTRAP_SERVERS"] = bootstrap
-    return subprocess.run(command, cwd=REPO, env=environment).returncode
+    if log is None:
+        return subprocess.run(command, cwd=REPO, env=environment).returncode
+    # Beside README command 2 (.ci/run), the runs' output goes to the log, so that the two do not
+    # interleave line by line; a failed run's tail comes back here.
+    own = log.with_name(f"{log.stem}.run{log.suffix}")
+    with own.open("w") as out:
+        code = subprocess.run(command, cwd=REPO, env=environment, stdout=out, stderr=subprocess.STDOUT).returncode
+    text = own.read_text(errors="replace")
+    with log.open("a") as whole:
+        whole.write(f"==== version matrix: {title}\n{text}")
+    if code != 0:
+        tail = "\n".join(text.splitlines()[-FAILED_TAIL_LINES:])
+        print(f"version matrix: {title}: pytest exited {code}; the last {FAILED_TAIL_LINES} lines of its output "
+              f"(all of it in {log}):\n{tail}", flush=True)
+    return code
 
 
 class Broker:
@@ -235,7 +254,7 @@ def _check_plain(job: Path) -> None:
 
 
 def run_line(line: str, venvs: LineVenvs, wheel: Path, work: Path, test_kit_path: Path,
-             bootstrap: str | None) -> list[Run]:
+             bootstrap: str | None, log: Path | None = None) -> list[Run]:
     print(f"version matrix: pyspark {line}: the kit from {_imported_kit(venvs.job, work)}", flush=True)
     ends = [("lowest", "the compact set", None)]
     if line in HIGHEST_LINES:
@@ -252,7 +271,7 @@ def run_line(line: str, venvs: LineVenvs, wheel: Path, work: Path, test_kit_path
         run = Run(line, end, suite, _installed(venvs.job))
         print(f"version matrix: pyspark {line}, {end} ends: {run.versions}", flush=True)
         started = time.monotonic()
-        run.code = _pytest(venvs, test_kit_path, keyword, bootstrap)
+        run.code = _pytest(venvs, test_kit_path, keyword, bootstrap, log, f"pyspark {line}, {end} ends")
         run.seconds = time.monotonic() - started
         print(f"version matrix: {run.line_of_report()}", flush=True)
         runs.append(run)
@@ -267,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, help="a folder for the venvs")
     parser.add_argument("--kafka-eos", type=Path,
                         help="an installed kafka-eos command, to start one broker for every run")
+    parser.add_argument("--log", type=Path,
+                        help="write the runs' pytest output to this file, and print only a failed run's tail")
     parser.add_argument("--lines", default=",".join(LINES),
                         help=f"comma-separated pyspark versions (default: {','.join(LINES)})")
     args = parser.parse_args(argv)
@@ -298,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
                     following = lines[index + 1]
                     prepared[following] = installer.submit(prepare_line, following, wheel, args.work)
                 try:
-                    runs += run_line(line, prepared[line].result(), wheel, args.work, test_kit_path, bootstrap)
+                    runs += run_line(line, prepared[line].result(), wheel, args.work, test_kit_path, bootstrap,
+                                     args.log)
                 except subprocess.CalledProcessError as exc:
                     print(f"version matrix: pyspark {line}: {' '.join(map(str, exc.cmd))} exited {exc.returncode}",
                           flush=True)
