@@ -275,6 +275,26 @@ VERSION_SET = (
 )
 
 
+#: README command 2 runs in two pytest-xdist workers (``-n 2 --dist loadgroup``). Each module is a group of its own, so its module-scoped fixtures (a Spark session, the
+#: drop-in comparison's runs) are made once; the modules that share a server the session starts are
+#: one group, so that the server starts in one worker only.
+SHARED_SERVER_GROUPS = {
+    "secured-kafka": ("test_drop_in_for_spark_kafka.py", "test_java_client_settings_on_real_kafka.py",
+                      "test_replay_on_secured_kafka.py", "test_secured_cluster.py", "test_two_clusters.py"),
+    "hadoop-and-packed-venv": ("test_spark_on_yarn.py", "test_state_on_hdfs.py", "test_workers_python.py"),
+    "kafka-3-nodes": ("test_rolling_restarts.py", "test_long_rolling_restarts.py"),
+    "kafka-3.9": ("test_transaction_versions.py", "test_real_kafka_conformance.py"),
+}
+_GROUP_OF_MODULE = {module: group for group, modules in SHARED_SERVER_GROUPS.items() for module in modules}
+
+
+def _worker_group(item: pytest.Item) -> str:
+    path = Path(str(item.fspath))
+    if _is_integration(item) and path.name in _GROUP_OF_MODULE:
+        return _GROUP_OF_MODULE[path.name]
+    return path.resolve().relative_to(_HERE.parent).as_posix()
+
+
 def _suite() -> str:
     value = os.environ.get(SUITE_ENV, "ci").strip().lower() or "ci"
     if value not in ("ci", "all", "versions"):
@@ -324,6 +344,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = kept
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in items:
+            item.add_marker(pytest.mark.xdist_group(_worker_group(item)))
 
 
 @pytest.hookimpl(wrapper=True)

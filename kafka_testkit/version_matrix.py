@@ -226,7 +226,9 @@ def prepare_line(line: str, wheel: Path, work: Path) -> LineVenvs:
     """The job and tools venvs of ``line``, both at the lowest ends."""
     root = work / f"pyspark-{line}"
     venvs = LineVenvs(job=_venv(root / "job"), tools=_venv(root / "tools"))
-    _pip(venvs.tools, *_with_tools(line, wheel))
+    # The pins need only the declared ranges: the kit's and pyspark's metadata, and packaging to
+    # read them. So pip resolves the tools venv once, at the pins, rather than at the newest first.
+    _pip(venvs.tools, "--no-deps", str(wheel), f"pyspark=={line}", "packaging")
     pins = subprocess.run([str(venvs.tools), str(Path(__file__).resolve()), "lowest-pins"], check=True,
                           capture_output=True, text=True).stdout.split()
     _pip(venvs.tools, *_with_tools(line, wheel), *pins)
@@ -288,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="an installed kafka-eos command, to start one broker for every run")
     parser.add_argument("--log", type=Path,
                         help="write the runs' pytest output to this file, and print only a failed run's tail")
+    parser.add_argument("--finished", type=Path,
+                        help="write the second (Unix time) the matrix finished to this file, for .ci/run's phase times")
     parser.add_argument("--lines", default=",".join(LINES),
                         help=f"comma-separated pyspark versions (default: {','.join(LINES)})")
     args = parser.parse_args(argv)
@@ -330,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if broker:
             broker.stop()
+    if args.finished:
+        args.finished.write_text(f"{int(time.time())}\n")
     print("version matrix:")
     for run in runs:
         print(f"  {run.line_of_report()}")
