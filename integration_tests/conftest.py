@@ -121,8 +121,9 @@ def _is_integration(item: pytest.Item) -> bool:
 #: ``ci`` (the default): the CI set below; ``all``: every integration test.
 SUITE_ENV = "KAFKA_EOS_INTEGRATION"
 #: The integration tests of a plain ``pytest`` run (README command 2, which CI runs): at least one
-#: real-server test of each case, within CI's 60-minute budget on 2 cores. Node ids relative to this
-#: folder; an entry ending in ``::``, ``[`` or ``[...-`` takes every test it begins.
+#: real-server test of each case, within pytest's share of CI's 45 minutes on 2 cores
+#: (docs/development.md, "CI's time"). Node ids relative to this folder; an entry ending in ``::``,
+#: ``[`` or ``[...-`` takes every test it begins.
 #: ``KAFKA_EOS_INTEGRATION=all pytest`` runs the rest too, as does naming a test file or node id on
 #: the command line.
 CI_SET = (
@@ -275,9 +276,13 @@ VERSION_SET = (
 )
 
 
-#: README command 2 runs in two pytest-xdist workers (``-n 2 --dist loadgroup``). Each module is a group of its own, so its module-scoped fixtures (a Spark session, the
-#: drop-in comparison's runs) are made once; the modules that share a server the session starts are
-#: one group, so that the server starts in one worker only.
+#: README command 2 runs in two pytest-xdist workers (``-n 2``; pyproject's addopts add ``--dist
+#: loadgroup --no-loadscope-reorder``). Each module is a group of its own, so its module-scoped
+#: fixtures (a Spark session, the drop-in comparison's runs) are made once; the modules that share a
+#: server the session starts are one group, so that the server starts in one worker only. The
+#: workers take the groups in the order of the session's items, which puts the longest first: these
+#: groups, then the other integration modules, then the unit tests, many and short, which even out
+#: the two workers' ends.
 SHARED_SERVER_GROUPS = {
     "secured-kafka": ("test_drop_in_for_spark_kafka.py", "test_java_client_settings_on_real_kafka.py",
                       "test_replay_on_secured_kafka.py", "test_secured_cluster.py", "test_two_clusters.py"),
@@ -344,9 +349,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = kept
-    if config.pluginmanager.hasplugin("xdist"):
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: its items are what the workers share out
         for item in items:
             item.add_marker(pytest.mark.xdist_group(_worker_group(item)))
+        items.sort(key=_longest_first)
+
+
+def _longest_first(item: pytest.Item) -> int:
+    if _is_integration(item):
+        return 0 if Path(str(item.fspath)).name in _GROUP_OF_MODULE else 1
+    return 2
 
 
 @pytest.hookimpl(wrapper=True)
