@@ -277,11 +277,11 @@ VERSION_SET = (
 
 
 #: README command 2 runs in two pytest-xdist workers (``-n 2``; pyproject's addopts add ``--dist
-#: loadgroup``). Each module is a group of its own, so its module-scoped
-#: fixtures (a Spark session, the drop-in comparison's runs) are made once; the modules that share a
-#: server the session starts are one group, so that the server starts in one worker only. (Queued
-#: longest first, these groups ran beside the version matrix and slowed it down by half: 77 minutes
-#: in all against about 50 with xdist's own order, by test count.)
+#: loadgroup``). Each module is a group of its own, so its module-scoped fixtures (a Spark session,
+#: the drop-in comparison's runs) are made once; the modules that share a server the session starts
+#: are one group, so that the server starts in one worker only. The groups keep xdist's order (most
+#: tests first): queued longest first, these groups ran beside the version matrix and slowed it by
+#: half (a fresh clone's .ci/run took 77 minutes, against about 50).
 SHARED_SERVER_GROUPS = {
     "secured-kafka": ("test_drop_in_for_spark_kafka.py", "test_java_client_settings_on_real_kafka.py",
                       "test_replay_on_secured_kafka.py", "test_secured_cluster.py", "test_two_clusters.py"),

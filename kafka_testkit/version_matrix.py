@@ -166,14 +166,15 @@ def _pytest(venvs: LineVenvs, test_kit_path: Path, keyword: str | None, bootstra
         return subprocess.run(command, cwd=REPO, env=environment).returncode
     # Beside README command 2 (.ci/run), the runs' output goes to the log, so that the two do not
     # interleave line by line; a failed run's tail comes back here.
-    own = log.with_name(f"{log.stem}.run{log.suffix}")
-    with own.open("w") as out:
+    with log.open("a") as out:
+        out.write(f"==== version matrix: {title}\n")
+        out.flush()
+        start = out.tell()
         code = subprocess.run(command, cwd=REPO, env=environment, stdout=out, stderr=subprocess.STDOUT).returncode
-    text = own.read_text(errors="replace")
-    with log.open("a") as whole:
-        whole.write(f"==== version matrix: {title}\n{text}")
     if code != 0:
-        tail = "\n".join(text.splitlines()[-FAILED_TAIL_LINES:])
+        with log.open(errors="replace") as written:
+            written.seek(start)
+            tail = "\n".join(written.read().splitlines()[-FAILED_TAIL_LINES:])
         print(f"version matrix: {title}: pytest exited {code}; the last {FAILED_TAIL_LINES} lines of its output "
               f"(all of it in {log}):\n{tail}", flush=True)
     return code
