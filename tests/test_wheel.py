@@ -37,6 +37,8 @@ SHIPPED = (
     "connectors/simulated_kafka/records.py",
     # The JVM provider of format("kafka-eos") in update mode, compiled by setup.py (never committed).
     "connectors/spark/jvm/kafka-eos-spark-provider.jar",
+    # The aligned write's SQL functions, compiled by setup.py for Java 8 (never committed).
+    "connectors/spark/jvm/kafka-eos-spark-functions.jar",
 )
 
 
@@ -151,3 +153,16 @@ def test_the_wheel_holds_the_jvm_provider_compiled_from_its_source(wheel):
     assert {name for name in names if name.endswith(".class")} >= {
         "kafkaeos/spark/KafkaEosTableProvider.class", "kafkaeos/spark/KafkaEosTableProvider$UpdatableTable.class",
         "kafkaeos/spark/KafkaEosTableProvider$UpdatableWriteBuilder.class"}
+
+
+def test_the_wheel_holds_the_aligned_writes_functions_for_java_8(wheel):
+    """The jar of the functions the foreachBatch sink repartitions by (aligned_write.py): Java 8
+    bytecode, the oldest Java that Spark 3.5 runs on, since the functions run on executors of every line."""
+    import io
+
+    from connectors.spark.aligned_write import FUNCTION_CLASSES
+
+    with zipfile.ZipFile(io.BytesIO(wheel.read("connectors/spark/jvm/kafka-eos-spark-functions.jar"))) as jar:
+        for class_name in FUNCTION_CLASSES.values():
+            code = jar.read(class_name.replace(".", "/") + ".class")
+            assert int.from_bytes(code[6:8], "big") == 52, class_name  # class file major version 52: Java 8

@@ -46,6 +46,7 @@ from typing import Callable, Mapping
 from pyspark.sql import DataFrame, SparkSession
 
 from connectors.spark import use_session_python
+from connectors.spark.aligned_write import AlignedWrite
 from connectors.spark.foreach_batch_write import write_dataframe
 from connectors.spark.spark_errors import KafkaEosOptionError, QueryCheckpointError
 from connectors.spark.options import SinkOptions, parse_sink_options, state_dir_under
@@ -103,21 +104,20 @@ def exactly_once_foreach_batch(transform: BatchTransform | None = None, *, warm_
 
     # Until a write of this run succeeded, the next one sweeps what a crashed run left open.
     first_write = True
-    # The most write tasks a batch gets (write_tasks.py), found at the first batch; None: one per
-    # partition of the batch.
-    write_tasks: int | None = None
-    write_tasks_found = False
+    # How a batch goes to its write tasks (aligned_write.py), at most as many as Spark runs at once
+    # (write_tasks.py); made at the first batch.
+    write_tasks: AlignedWrite | None = None
     query_id: str | None = None
 
     def write_batch(batch_df: DataFrame, batch_id: int) -> None:
-        nonlocal first_write, write_tasks, write_tasks_found, query_id
+        nonlocal first_write, write_tasks, query_id
         query_id = bound_query_id(batch_df, checkpoint_location, known=query_id)
         output = batch_df if transform is None else transform(batch_df, batch_id)
-        if not write_tasks_found:
-            write_tasks = sink.write_tasks or spark_parallelism(batch_df.sparkSession)
-            write_tasks_found = True
+        if write_tasks is None:
+            tasks = sink.write_tasks or spark_parallelism(batch_df.sparkSession)
+            write_tasks = AlignedWrite(sink, tasks)
             log.info("batch %d: at most %s write task(s) a batch (eos.writeTasks=%s)", batch_id,
-                     write_tasks or "one per partition", sink.write_tasks or "auto")
+                     tasks or "one per partition", sink.write_tasks or "auto")
         # A replay of a stored batch writes nothing; the commit recognises and logs it.
         write_dataframe(output, sink, BatchContext(batch_id, query_id, replayable=True), first_write=first_write,
                         write_tasks=write_tasks)

@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import StringType, StructField, StructType
 
 from connectors.spark import use_session_python
+from connectors.spark.aligned_write import AlignedWrite
 from connectors.spark.spark_errors import WorkerPythonError
 from connectors.spark.failures import missing_kit_module, worker_python_message
 from connectors.spark.options import SinkOptions
@@ -53,20 +54,21 @@ class _WriteTask:
 
 
 def write_dataframe(df: DataFrame, options: SinkOptions, context: BatchContext, *,
-                    first_write: bool = False, write_tasks: int | None = None) -> CommitTimings | None:
+                    first_write: bool = False, write_tasks: AlignedWrite | None = None) -> CommitTimings | None:
     """Write ``df`` as batch ``context`` of the sink and commit it here. Returns the commit's
     timings (None for a replay of a stored batch, which writes nothing, or when the sink is not
     exactly-once).
 
-    ``first_write``: the first write of this process's query run (the recovery is due before it). ``write_tasks``: at most this many write
-    tasks (``df`` is coalesced to them; ``write_tasks.py``); None: one per partition of ``df``."""
+    ``first_write``: the first write of this process's query run (the recovery is due before it).
+    ``write_tasks``: how ``df`` is handed to its write tasks (``aligned_write.py``: by output
+    partition, or coalesced); None: one task per partition of ``df``."""
     # Before mapInArrow makes the task function, which takes the Python its workers run from it.
     use_session_python(df.sparkSession)
     with SparkSinkDriver(options) as driver:
         stored_through = driver.before_tasks(df.schema, context, run_starts=first_write)
         task = _WriteTask(options, context.checkpoint_id, stored_through)
-        # coalesce concatenates whole partitions in order: per key, the records keep their order.
-        to_write = df if write_tasks is None else df.coalesce(write_tasks)
+        # Per key, the records keep their order either way (aligned_write.py).
+        to_write = df if write_tasks is None else write_tasks.arrange(df, context.checkpoint_id)
         try:
             rows = to_write.mapInArrow(task, _COMMIT_MESSAGE_SCHEMA).collect()
         except BaseException as exc:

@@ -3,11 +3,10 @@
 A batch DataFrame has a partition per shuffle partition behind a stateful operator: 200 at Spark's
 default ``spark.sql.shuffle.partitions``. One write task per partition meant 200 transactions a
 batch: 200 producers and InitProducerIds, 200 Python task runs, 200 EndTxn requests, and up to
-400 transactional ids on the broker. The helper coalesces the batch to as many tasks as Spark runs
-at once (the cores of its executors), or to ``eos.writeTasks``. ``coalesce`` concatenates whole
-partitions in order, so per key the order of records is unchanged; it adds no shuffle, so the
-stage before it (a stateful operator's) runs in those tasks too, each task one partition after
-another, which on as many tasks as cores keeps every core busy (bench/README.md, "Stateful
+400 transactional ids on the broker. The helper writes each batch in as many tasks as Spark runs
+at once (the cores of its executors), or ``eos.writeTasks``: ``aligned_write.py`` repartitions the
+batch into them by output partition (one marker per output partition a batch), or, where it cannot
+align, coalesces it to them (whole partitions in order, no shuffle; bench/README.md, "Stateful
 queries at 200 shuffle partitions", measures it).
 """
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from connectors.spark import foreach_batch
+from connectors.spark.aligned_write import AlignedWrite
 from connectors.spark.foreach_batch import bound_query_id, exactly_once_foreach_batch
 from connectors.spark.sink_driver import BatchContext
 from connectors.spark.options import KafkaEosOptionError, SinkOptions
@@ -48,10 +49,10 @@ class _BatchDF:
 def recorded_writes(monkeypatch):
     """Records the write the helper makes instead of running it (no Spark session here)."""
     def record(df: _BatchDF, options: SinkOptions, context: BatchContext, *, first_write: bool,
-               write_tasks: int | None) -> None:
+               write_tasks: AlignedWrite | None) -> None:
         df.saved.append((options, context))
         df.first_writes.append(first_write)
-        df.write_tasks.append(write_tasks)
+        df.write_tasks.append(write_tasks.tasks if write_tasks is not None else None)
 
     monkeypatch.setattr(foreach_batch, "write_dataframe", record)
 
