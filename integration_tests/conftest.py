@@ -166,6 +166,8 @@ CI_SET = (
     "test_rolling_upgrade.py::",
     # Transaction markers per batch on the 3-node cluster: 64 write tasks into 64 partitions (issue 54).
     "test_markers_on_a_cluster.py::",
+    # The driver's commit round of 1,000 transactions on the 3-node cluster (issue 54).
+    "test_commit_round_at_scale.py::",
     # Months of operation: producer-id rollover, expired transactional ids.
     "test_producer_id_rollover.py::",
     "test_expired_transactional_ids.py::",
@@ -288,7 +290,8 @@ SHARED_SERVER_GROUPS = {
     "secured-kafka": ("test_drop_in_for_spark_kafka.py", "test_java_client_settings_on_real_kafka.py",
                       "test_replay_on_secured_kafka.py", "test_secured_cluster.py", "test_two_clusters.py"),
     "hadoop-and-packed-venv": ("test_spark_on_yarn.py", "test_state_on_hdfs.py", "test_workers_python.py"),
-    "kafka-3-nodes": ("test_rolling_restarts.py", "test_long_rolling_restarts.py", "test_markers_on_a_cluster.py"),
+    "kafka-3-nodes": ("test_rolling_restarts.py", "test_long_rolling_restarts.py", "test_markers_on_a_cluster.py",
+                      "test_commit_round_at_scale.py"),
     "kafka-3.9": ("test_transaction_versions.py", "test_real_kafka_conformance.py"),
 }
 _GROUP_OF_MODULE = {module: group for group, modules in SHARED_SERVER_GROUPS.items() for module in modules}

@@ -11,6 +11,7 @@ integration_tests/test_kafka_python_internals_on_real_kafka.py."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections import defaultdict, deque
 from typing import Any
 
@@ -108,15 +109,25 @@ def test_a_request_of_the_clients_own_in_flight_leaves_room_for_it(monkeypatch: 
     assert len(outcomes) == 12 and all(version == 4 for version, _ in outcomes)
 
 
-def test_a_full_queue_logs_nothing_at_warning_level(monkeypatch: pytest.MonkeyPatch,
-                                                    caplog: pytest.LogCaptureFixture) -> None:
-    connections = FakeConnections(1)
+def _round_on_fake_clients(monkeypatch: pytest.MonkeyPatch) -> tuple[KafkaPythonTransactionControl, dict[int, FakeConnections]]:
+    """A control whose clients are fakes, each with connections of its own (one coordinator),
+    and each lane's round run on the calling thread as kafka-python's network thread would."""
+    by_client: dict[int, FakeConnections] = {}
+    clients: list[object] = []
+    lock = threading.Lock()
+
+    def client(lane: int = 0) -> object:
+        with lock:  # the lanes ask from threads of their own, as of the real control
+            while len(clients) <= lane:
+                clients.append(object())
+                by_client[id(clients[-1])] = FakeConnections(1)
+            return clients[lane]
 
     def run_on_this_thread(admin: Any, coroutine: Any, *args: Any) -> Any:
         generator = coroutine(*args)
         try:
             while True:
-                connections.answer_through(generator.send(None))
+                by_client[id(admin)].answer_through(generator.send(None))
         except StopIteration as done:
             return done.value
 
@@ -126,12 +137,39 @@ def test_a_full_queue_logs_nothing_at_warning_level(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(admin_internals, "run", run_on_this_thread)
     monkeypatch.setattr(admin_internals, "transaction_coordinators", coordinators)
     monkeypatch.setattr(admin_internals, "in_flight_limit", lambda admin: LIMIT)
-    monkeypatch.setattr(admin_internals, "in_flight_count", lambda admin, node: connections.count(node))
-    monkeypatch.setattr(admin_internals, "send", lambda admin, request, node: connections.send(request, node))
+    monkeypatch.setattr(admin_internals, "in_flight_count", lambda admin, node: by_client[id(admin)].count(node))
+    monkeypatch.setattr(admin_internals, "send",
+                        lambda admin, request, node: by_client[id(admin)].send(request, node))
     control = KafkaPythonTransactionControl("127.0.0.1:9")
-    monkeypatch.setattr(control, "_client", lambda: object())
+    monkeypatch.setattr(control, "_client", client)
+    return control, by_client
+
+
+def test_a_full_queue_logs_nothing_at_warning_level(monkeypatch: pytest.MonkeyPatch,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    control, by_client = _round_on_fake_clients(monkeypatch)
+    txns = transactions(transaction_control.TRANSACTIONS_PER_CONNECTION)  # one connection's worth
     with caplog.at_level(logging.INFO, logger=transaction_control.__name__):
-        results = control.end_txn_round(transactions(40), commit=True)
-    assert results == {tid: None for tid, _ in transactions(40)}
+        results = control.end_txn_round(txns, commit=True)
+    assert results == {tid: None for tid, _ in txns}
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
-    assert connections.refused == 0
+    [connections] = by_client.values()
+    assert connections.refused == 0 and connections.most_in_flight == LIMIT
+
+
+def test_a_large_round_is_dealt_over_connections_of_their_own_each_transaction_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker serves one connection's requests one at a time: a round of 1,000 ends on up to
+    ROUND_CONNECTIONS connections per coordinator, each transaction on one of them, once."""
+    control, by_client = _round_on_fake_clients(monkeypatch)
+    txns = transactions(1_000)
+    results = control.end_txn_round(txns, commit=True)
+    assert list(results) == [tid for tid, _ in txns] and set(results.values()) == {None}
+    assert len(by_client) == transaction_control.ROUND_CONNECTIONS
+    sent = [tid for connections in by_client.values() for tid in connections.sent]
+    assert sorted(sent) == sorted(tid for tid, _ in txns)
+    assert all(connections.refused == 0 for connections in by_client.values())
+    # A small round makes no client it would not use.
+    control, by_client = _round_on_fake_clients(monkeypatch)
+    control.end_txn_round(transactions(3), commit=True)
+    assert len(by_client) == 1
