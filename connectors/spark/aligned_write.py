@@ -120,8 +120,8 @@ class AlignedWrite:
         coalesced = df if self.tasks is None else df.coalesce(self.tasks)
         if not self.options.config.exactly_once or self.tasks is None or self._unaligned is not None:
             return coalesced  # no transaction (so no marker), no task count, or no way to align
-        # Each batch: foreachBatch hands each batch a session object of its own; the registration
-        # is two calls (the jar is added once per process).
+        # Each batch: foreachBatch hands each batch a session object of its own (the jar is added
+        # once per process, the functions once per session).
         failure = register_functions(df.sparkSession)
         if failure is not None:
             self._unaligned = failure
@@ -216,8 +216,11 @@ def register_functions(spark: SparkSession) -> str | None:
             if not _jar_added:
                 spark.sql(f"ADD JAR {_string_literal(str(FUNCTIONS_JAR))}")
                 _jar_added = True
-        for name, class_name in FUNCTION_CLASSES.items():
-            spark.udf.registerJavaFunction(name, class_name, IntegerType())
+        # Registered once per session: Spark warns at every registration that replaces one.
+        # foreachBatch hands each batch a session object of its own for the same session.
+        if not all(spark.catalog.functionExists(name) for name in FUNCTION_CLASSES):
+            for name, class_name in FUNCTION_CLASSES.items():
+                spark.udf.registerJavaFunction(name, class_name, IntegerType())
     except Exception as exc:  # a Spark that refuses them loses the alignment, not the batch
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else repr(exc)
         return f"its JVM functions could not be loaded: {first}"

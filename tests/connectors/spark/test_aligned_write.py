@@ -186,3 +186,17 @@ def test_an_at_least_once_sink_has_no_marker_to_save_and_keeps_the_coalesce(spar
     options = _options(fake, tmp_path, topic="out", **{"eos.deliveryGuarantee": "at_least_once"})
     assert AlignedWrite(options, 3).arrange(_batch(spark, 100, 12), 0).rdd.getNumPartitions() == 3
 
+
+
+def test_the_functions_are_registered_once_per_session(functions, monkeypatch):
+    """Spark warns at every registration that replaces a function: a query's later batches, each
+    with a session object of its own for the same session, register nothing."""
+    from pyspark.sql.udf import UDFRegistration
+
+    from connectors.spark.aligned_write import register_functions
+
+    registered: list[str] = []
+    monkeypatch.setattr(UDFRegistration, "registerJavaFunction",
+                        lambda self, name, *args: registered.append(name))
+    assert register_functions(functions) is None
+    assert registered == []
