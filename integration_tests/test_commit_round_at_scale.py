@@ -4,11 +4,18 @@
 Every record becomes visible once, nothing is left open, and the round's time (the commit step of
 the batch's timings, from the first EndTxn sent to the last response) is reported as a property of
 the test for the bench's table; no timing is asserted (bench/commit_round.py measures it).
+
+Then a driver killed in the commit round of a batch of 250 (failpoint ``mid_commit``: the first
+transaction committed, the others not yet), and the next driver's recovery: every record once.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -21,7 +28,11 @@ from connectors.spark.options import parse_sink_options
 from connectors.spark.sink_driver import SparkSinkDriver
 from kafka_io import read_committed_values, wait_until_stable
 from kafka_testkit.prepared_transactions import prepare_transactions
+from twophase import failpoints
+from twophase.checkpoint_store import FileCheckpointStore
 
+#: The checkout, where ``python -m kafka_testkit...`` finds the test kit.
+REPO = str(Path(__file__).resolve().parent.parent)
 TRANSACTIONS = 1_000
 PARTITIONS = 64
 
@@ -49,6 +60,37 @@ def test_one_commit_round_ends_a_thousand_transactions(
             and r.name != LIBRDKAFKA_LOG.name] == []
     wait_until_stable(clients, topic)
     assert sorted(read_committed_values(clients, topic)) == sorted(f"task-{i}".encode() for i in range(TRANSACTIONS))
+    control = clients.txn_control()
+    try:
+        assert control.list_open_transactions(options.config.transactional_id_prefix) == []
+    finally:
+        control.close()
+
+
+def test_a_driver_killed_in_the_commit_round_of_250_transactions_is_exactly_once_after_its_restart(
+        kafka_cluster, unique_name: Callable[[str], str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    count = 250
+    clients = clients_for(kafka_cluster.bootstrap_servers)
+    topic = unique_name("out")
+    clients.admin().create_topic(topic, PARTITIONS)
+    state_dir, query_id = str(tmp_path / "state"), unique_name("query")
+    killed = subprocess.run(
+        [sys.executable, "-m", "kafka_testkit.prepared_transactions", "--bootstrap", kafka_cluster.bootstrap_servers,
+         "--topic", topic, "--state-dir", state_dir, "--query-id", query_id, "--transactions", str(count),
+         "--partitions", str(PARTITIONS)],
+        env={**os.environ, failpoints.ENV_VAR: f"{failpoints.MID_COMMIT}:exit"}, cwd=REPO, capture_output=True,
+        text=True, timeout=600)
+    assert killed.returncode == 137, killed.stderr[-2000:]
+    # Killed after the decision was stored: the checkpoint is there, not yet marked committed.
+    assert FileCheckpointStore(state_dir).checkpoint_ids() == [0]
+
+    options = parse_sink_options({"kafka.bootstrap.servers": kafka_cluster.bootstrap_servers, "topic": topic,
+                                  "eos.stateDir": state_dir}, streaming=False)
+    with SparkSinkDriver(options) as driver:  # the restarted driver, before its first batch's tasks
+        driver.before_tasks(StructType([StructField("value", BinaryType())]), BatchContext(1, query_id),
+                            run_starts=True)
+    wait_until_stable(clients, topic)
+    assert sorted(read_committed_values(clients, topic)) == sorted(f"task-{i}".encode() for i in range(count))
     control = clients.txn_control()
     try:
         assert control.list_open_transactions(options.config.transactional_id_prefix) == []

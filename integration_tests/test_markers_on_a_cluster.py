@@ -84,3 +84,29 @@ def test_a_batch_of_64_write_tasks_into_64_partitions_commits_one_marker_per_par
     assert sorted(value for _, _, value in records) == sorted(f"v{i}".encode() for i in range(RECORDS))
     for partition, key, value in records:
         assert partition == java_partition(key if key is not None else value, PARTITIONS)
+
+
+def test_format_kafka_eos_aligns_rows_on_their_partition_column(
+        kafka_cluster, spark, unique_name: Callable[[str], str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The format's aligned write: rows that carry a ``partition`` column, here computed with the kit's
+    ``kafka_eos_partition`` (Java's partitioning of the key), are clustered by it into the task slots
+    (8), so 64 read partitions write one marker per output partition, where they wrote 64 each."""
+    from connectors.spark import register
+    from connectors.spark.aligned_write import register_functions
+
+    register(spark, warm_up=False)
+    assert register_functions(spark) is None
+    clients = clients_for(kafka_cluster.bootstrap_servers)
+    topic = unique_name("out")
+    clients.admin().create_topic(topic, PARTITIONS)
+    (spark.range(0, RECORDS, 1, 64)
+     .selectExpr("concat('k', CAST(id % 5000 AS STRING)) AS key", "concat('v', CAST(id AS STRING)) AS value")
+     .selectExpr("key", "value", f"kafka_eos_partition(CAST(key AS BINARY), {PARTITIONS}) AS partition")
+     .write.format("kafka-eos").option("kafka.bootstrap.servers", kafka_cluster.bootstrap_servers)
+     .option("topic", topic).option("eos.stateDir", str(tmp_path / "state")).mode("append").save())
+    wait_until_stable(clients, topic)
+
+    records, markers = _records_and_markers(clients, topic)
+    assert markers == {p: 1 for p in range(PARTITIONS)}
+    assert sorted(value for _, _, value in records) == sorted(f"v{i}".encode() for i in range(RECORDS))
+    assert all(partition == java_partition(key, PARTITIONS) for partition, key, _ in records)

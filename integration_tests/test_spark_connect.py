@@ -102,7 +102,8 @@ def test_sparks_own_source_into_the_foreach_batch_sink_over_spark_connect_is_exa
         kafka_bootstrap, kafka_clients, unique_name, tmp_path, spark_kafka_jars):
     """The pair that runs on every Spark from 3.5 on, over Connect (3.5 has Connect, not the Python
     data source API): Spark's connector on a server of its own, the foreachBatch sink bound to the
-    query by its checkpointLocation. The version matrix runs it on every pyspark line."""
+    query by its checkpointLocation, its batches aligned by output partition. The version matrix
+    runs it on every pyspark line."""
     source, sink, ids = topics_with_orders(kafka_clients, unique_name, RECORDS)
     from kafka_testkit.spark_connect_server import SparkConnectServer, SparkConnectServerError
 
@@ -114,6 +115,9 @@ def test_sparks_own_source_into_the_foreach_batch_sink_over_spark_connect_is_exa
             pytest.skip(f"no Spark Connect server: {str(exc).splitlines()[0]}")
         done = run_client(url, kafka_bootstrap, source, sink, tmp_path / "checkpoint", None, "foreach-batch", "kafka")
         assert done.returncode == 0, done.stderr[-4000:]
+        # The aligned write (one transaction marker per output partition) runs over Connect too: the
+        # server's session took the kit's JVM functions.
+        assert "writes unaligned" not in server.log_text(), server.log_tail()
     finally:
         server.stop()
     wait_until_stable(kafka_clients, sink)

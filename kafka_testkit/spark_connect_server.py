@@ -224,6 +224,10 @@ class SparkConnectServer:
     def log_tail(self, lines: int = 60) -> str:
         return log_tail(self._log_path, lines)
 
+    def log_text(self) -> str:
+        """The server's whole log so far (its JVM's and its Python workers' output)."""
+        return self._log_path.read_text(errors="replace") if self._log_path and self._log_path.is_file() else ""
+
     def __enter__(self) -> "SparkConnectServer":
         self.start()
         return self

@@ -41,12 +41,23 @@ import org.slf4j.LoggerFactory;
  * shuffle would cost it), with more shuffle partitions than task slots, and with a key column
  * (rows without a key are spread by the producer, in no order to keep). {@code eos.writeTasks=N}
  * asks for N tasks in any query with a key column; {@code auto}, the default, decides as above.
- * The option is validated by the Python sink ({@code connectors/spark/options.py}); a value this
+ *
+ * <p>Rows that carry their own {@code partition} column are aligned instead, in any query: clustered
+ * by {@code partition} (and by {@code topic} where each row names its topic) into as many tasks as
+ * Spark runs at once, or {@code eos.writeTasks}, so that the rows of one Kafka partition are written
+ * by one task, one transaction, and a batch commits one transaction marker per partition it wrote
+ * (docs/exactly-once.md, "Transaction markers per batch"). Spark's write distribution takes plain
+ * columns only, so this is how the format aligns: on the column, which a query may compute with the
+ * kit's {@code kafka_eos_partition} (Java's partitioning of a key).
+ *
+ * <p>The option is validated by the Python sink ({@code connectors/spark/options.py}); a value this
  * class cannot read leaves the plan as it is, and the Python sink refuses it in one line.
  */
 public final class WriteTasks {
     static final String OPTION = "eos.writeTasks";
     private static final String KEY = "key";
+    private static final String PARTITION = "partition";
+    private static final String TOPIC = "topic";
     /** The logical operators that keep state across micro-batches (their class names, which
      *  differ in package between Spark releases); a join keeps state when both sides stream. */
     private static final Set<String> STATEFUL = Set.of(
@@ -61,13 +72,49 @@ public final class WriteTasks {
     private WriteTasks() {
     }
 
-    /** {@code write}, asking for fewer write tasks where that pays (class doc). */
+    /** {@code write}, asking for fewer write tasks where that pays, or for rows aligned on their
+     *  partition (class doc). */
     static Write planned(Write write, LogicalWriteInfo info) {
+        String[] partitionColumns = partitionColumns(info);
+        if (partitionColumns.length > 0) {
+            int tasks = requestedTasks(info);
+            return new Clustered(write, partitionColumns,
+                tasks > 0 ? tasks : SparkSession.active().sparkContext().defaultParallelism());
+        }
         int tasks = tasks(info);
-        return tasks > 0 ? new ClusteredByKey(write, tasks) : write;
+        return tasks > 0 ? new Clustered(write, new String[] {KEY}, tasks) : write;
     }
 
-    /** The number of write tasks to ask for; 0 to leave the plan's partitions as they are. */
+    /** The columns the rows are aligned on: {@code partition}, after {@code topic} where the rows
+     *  name their topic (no {@code topic} option); none without a {@code partition} column. */
+    static String[] partitionColumns(LogicalWriteInfo info) {
+        boolean partition = false;
+        boolean topic = false;
+        for (StructField field : info.schema().fields()) {
+            partition |= field.name().equalsIgnoreCase(PARTITION);
+            topic |= field.name().equalsIgnoreCase(TOPIC);
+        }
+        if (!partition) {
+            return new String[0];
+        }
+        return topic && info.options().get(TOPIC) == null ? new String[] {TOPIC, PARTITION} : new String[] {PARTITION};
+    }
+
+    /** {@code eos.writeTasks} as a number; -1 for {@code auto} (or unset), 0 for a value this class
+     *  cannot read (the Python sink refuses it). */
+    static int requestedTasks(LogicalWriteInfo info) {
+        String raw = info.options().get(OPTION);
+        if (raw == null || raw.trim().equalsIgnoreCase("auto")) {
+            return -1;
+        }
+        try {
+            return Math.max(0, Integer.parseInt(raw.trim()));
+        } catch (NumberFormatException e) {
+            return 0;
+        }
+    }
+
+    /** The number of write tasks to ask for by key; 0 to leave the plan's partitions as they are. */
     static int tasks(LogicalWriteInfo info) {
         boolean keyed = false;
         for (StructField field : info.schema().fields()) {
@@ -76,13 +123,9 @@ public final class WriteTasks {
         if (!keyed) {
             return 0;
         }
-        String raw = info.options().get(OPTION);
-        if (raw != null && !raw.trim().equalsIgnoreCase("auto")) {
-            try {
-                return Math.max(0, Integer.parseInt(raw.trim()));
-            } catch (NumberFormatException e) {
-                return 0;
-            }
+        int requested = requestedTasks(info);
+        if (requested >= 0) {
+            return requested;
         }
         SparkSession spark = SparkSession.active();
         int slots = spark.sparkContext().defaultParallelism();
@@ -155,20 +198,26 @@ public final class WriteTasks {
         return name.equals("Join") && streamingChildren;
     }
 
-    /** Spark's write of the Python data source, asking for its rows clustered by key in
-     *  {@code tasks} partitions; everything else is delegated. */
-    static final class ClusteredByKey implements RequiresDistributionAndOrdering {
+    /** Spark's write of the Python data source, asking for its rows clustered by {@code columns}
+     *  in {@code tasks} partitions; everything else is delegated. */
+    static final class Clustered implements RequiresDistributionAndOrdering {
         private final Write write;
+        private final String[] columns;
         private final int tasks;
 
-        ClusteredByKey(Write write, int tasks) {
+        Clustered(Write write, String[] columns, int tasks) {
             this.write = write;
+            this.columns = columns.clone();
             this.tasks = tasks;
         }
 
         @Override
         public Distribution requiredDistribution() {
-            return Distributions.clustered(new Expression[] {Expressions.column(KEY)});
+            Expression[] clustering = new Expression[columns.length];
+            for (int i = 0; i < columns.length; i++) {
+                clustering[i] = Expressions.column(columns[i]);
+            }
+            return Distributions.clustered(clustering);
         }
 
         @Override
