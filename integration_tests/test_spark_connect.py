@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
+import pyspark
 import pytest
 
 from kafka_io import assert_exactly_once, copied_id, read_committed_values, topics_with_orders, wait_until_stable
@@ -115,9 +116,11 @@ def test_sparks_own_source_into_the_foreach_batch_sink_over_spark_connect_is_exa
             pytest.skip(f"no Spark Connect server: {str(exc).splitlines()[0]}")
         done = run_client(url, kafka_bootstrap, source, sink, tmp_path / "checkpoint", None, "foreach-batch", "kafka")
         assert done.returncode == 0, done.stderr[-4000:]
-        # The aligned write (one transaction marker per output partition) runs over Connect too: the
-        # server's session took the kit's JVM functions.
-        assert "writes unaligned" not in server.log_text(), server.log_tail()
+        # The aligned write (one transaction marker per output partition) runs over Connect 4.x: the
+        # server's session took the kit's JVM functions. Connect 3.5 cannot load them (its session's
+        # class loader takes no jar the kit can give it): one WARNING, and the batches unaligned.
+        unaligned = server.log_text().count("the foreachBatch sink writes unaligned from now on")
+        assert unaligned == (1 if pyspark.__version__.startswith("3.5.") else 0), server.log_tail()
     finally:
         server.stop()
     wait_until_stable(kafka_clients, sink)

@@ -205,23 +205,20 @@ def _quoted(name: str) -> str:
 
 
 def register_functions(spark: SparkSession) -> str | None:
-    """Put the functions' jar into the session's driver and executors, once per process (its
-    driver or, on Spark Connect, the server's Python process that runs a foreachBatch function),
-    and register the functions in ``spark``. None when done; else why not, in a few words.
+    """Put the functions' jar into the session's driver and executors (``ADD JAR``, once per
+    process: its driver or, on Spark Connect, the server's Python process that runs a foreachBatch
+    function) and register the functions in ``spark``. None when done; else why not, in a few words.
 
-    A classic session takes the jar with ``ADD JAR`` (the driver's loader and the executors'). A
-    Spark Connect session takes it as an artifact of the session: the server resolves a Java
-    function with the session's own class loader, which ``ADD JAR`` does not reach on 3.5."""
+    Spark Connect 3.5 resolves a Java function with the session's own class loader, which neither
+    ``ADD JAR`` nor the session's artifacts reach there: its foreachBatch sink writes unaligned,
+    after one WARNING (docs/exactly-once.md, "Transaction markers per batch")."""
     global _jar_added
     if not FUNCTIONS_JAR.is_file():
         return f"its functions' jar {FUNCTIONS_JAR} is missing: reinstall the kit"
     try:
         with _jar_lock:
             if not _jar_added:
-                if _is_classic(spark):
-                    spark.sql(f"ADD JAR {_string_literal(str(FUNCTIONS_JAR))}")
-                else:
-                    _add_artifact(spark)
+                spark.sql(f"ADD JAR {_string_literal(str(FUNCTIONS_JAR))}")
                 _jar_added = True
         # Registered once per session: Spark warns at every registration that replaces one.
         # foreachBatch hands each batch a session object of its own for the same session.
@@ -232,20 +229,3 @@ def register_functions(spark: SparkSession) -> str | None:
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else repr(exc)
         return f"its JVM functions could not be loaded: {first}"
     return None
-
-
-def _is_classic(spark: SparkSession) -> bool:
-    try:
-        spark.sparkContext
-    except Exception:  # Spark Connect: no SparkContext
-        return False
-    return True
-
-
-def _add_artifact(spark: SparkSession) -> None:
-    try:
-        spark.addArtifacts(str(FUNCTIONS_JAR))
-    except Exception as exc:
-        # The session holds the jar already (another query's foreachBatch process added it): the
-        # registration below finds the class, or says why not.
-        log.debug("the Spark Connect session did not take %s again (%s)", FUNCTIONS_JAR.name, exc)
