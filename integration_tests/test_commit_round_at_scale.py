@@ -37,6 +37,14 @@ TRANSACTIONS = 1_000
 PARTITIONS = 64
 
 
+def _open_transactions(clients, prefix: str) -> list:  # type: ignore[no-untyped-def]
+    control = clients.txn_control()
+    try:
+        return control.list_open_transactions(prefix)
+    finally:
+        control.close()
+
+
 def test_one_commit_round_ends_a_thousand_transactions(
         kafka_cluster, unique_name: Callable[[str], str], tmp_path, caplog: pytest.LogCaptureFixture,
         record_property: Callable[[str, object], None]) -> None:  # type: ignore[no-untyped-def]
@@ -60,11 +68,7 @@ def test_one_commit_round_ends_a_thousand_transactions(
             and r.name != LIBRDKAFKA_LOG.name] == []
     wait_until_stable(clients, topic)
     assert sorted(read_committed_values(clients, topic)) == sorted(f"task-{i}".encode() for i in range(TRANSACTIONS))
-    control = clients.txn_control()
-    try:
-        assert control.list_open_transactions(options.config.transactional_id_prefix) == []
-    finally:
-        control.close()
+    assert _open_transactions(clients, options.config.transactional_id_prefix) == []
 
 
 def test_a_driver_killed_in_the_commit_round_of_250_transactions_is_exactly_once_after_its_restart(
@@ -91,8 +95,4 @@ def test_a_driver_killed_in_the_commit_round_of_250_transactions_is_exactly_once
                             run_starts=True)
     wait_until_stable(clients, topic)
     assert sorted(read_committed_values(clients, topic)) == sorted(f"task-{i}".encode() for i in range(count))
-    control = clients.txn_control()
-    try:
-        assert control.list_open_transactions(options.config.transactional_id_prefix) == []
-    finally:
-        control.close()
+    assert _open_transactions(clients, options.config.transactional_id_prefix) == []

@@ -58,12 +58,10 @@ FUNCTION_CLASSES: Mapping[str, str] = {
     "kafka_eos_write_task_key": "kafkaeos.spark.functions.WriteTaskKey",
 }
 #: The partitioners whose placement of a keyed row is murmur2 of the key (librdkafka's names, as
-#: the sink's settings hold them; Java's DefaultPartitioner is murmur2_random), and what each does
-#: with a row without a key: murmur2_random places it anywhere, murmur2 hashes the empty key.
-ALIGNED_PARTITIONERS: Mapping[str, str] = {
-    "murmur2_random": "coalesce(CAST(`key` AS BINARY), CAST(`value` AS BINARY), X'')",
-    "murmur2": "coalesce(CAST(`key` AS BINARY), X'')",
-}
+#: the sink's settings hold them; Java's DefaultPartitioner is murmur2_random), and whether a row
+#: without a key is placed by its value: murmur2_random places it anywhere (so at its value's
+#: murmur2), murmur2 hashes the empty key.
+ALIGNED_PARTITIONERS: Mapping[str, bool] = {"murmur2_random": True, "murmur2": False}
 #: Java's producer refreshes its metadata this often by default (metadata.max.age.ms).
 DEFAULT_METADATA_MAX_AGE_MS = 300_000
 #: More topics than this (per-row topics only): the map of their partitions would weigh on every
@@ -143,13 +141,15 @@ class AlignedWrite:
         try:
             topics = [config.topic] if config.topic else admin.list_topics()
             if len(topics) > MAX_TOPICS:
-                log.info("checkpoint %d: the brokers list %d topics, more than the %d the aligned write numbers; "
-                         "the foreachBatch sink writes unaligned", checkpoint_id, len(topics), MAX_TOPICS)
+                # Decided once: listing the topics again at every batch would only say it again.
+                self._unaligned = f"the brokers list {len(topics)} topics, more than the {MAX_TOPICS} it numbers"
+                log.info("checkpoint %d: the foreachBatch sink writes unaligned from now on (%s)", checkpoint_id,
+                         self._unaligned)
                 return None
             self._partitions = OutputPartitions.of({topic: len(admin.partitions(topic)) for topic in topics})
         except Exception as exc:  # only the alignment is lost, never the batch
             log.warning("checkpoint %d: the output's partitions could not be looked up (%s); this batch is "
-                        "written unaligned", checkpoint_id, str(exc).splitlines()[0][:300] if str(exc) else repr(exc))
+                        "written unaligned", checkpoint_id, _first_line(exc))
             return known
         finally:
             admin.close()
@@ -159,14 +159,16 @@ class AlignedWrite:
         return self._partitions
 
 
-def aligned(df: DataFrame, tasks: int, partitions: OutputPartitions, key_bytes: str, topic_option: str | None) -> DataFrame:
+def aligned(df: DataFrame, tasks: int, partitions: OutputPartitions, null_keys_by_value: bool,
+            topic_option: str | None) -> DataFrame:
     """``df`` repartitioned into ``tasks`` by output partition (the module doc). SQL strings only:
     the Python process of a Spark Connect server that runs a foreachBatch function has a Connect
     session without Spark Connect's mode switched on, where ``pyspark.sql.functions`` would build
     classic columns."""
     columns = df.columns
     has_key, own_partition = "key" in columns, "partition" in columns
-    bytes_expr = key_bytes if has_key else key_bytes.replace("CAST(`key` AS BINARY), ", "")
+    hashed = (["CAST(`key` AS BINARY)"] if has_key else []) + (["CAST(`value` AS BINARY)"] if null_keys_by_value else [])
+    bytes_expr = "coalesce(" + ", ".join([*hashed, "X''"]) + ")"
     if topic_option is not None:
         count = str(partitions.counts[topic_option])
         first_slot = "0"
@@ -194,6 +196,11 @@ def _topic_map(values: Mapping[str, int]) -> str:
     one task together)."""
     pairs = ", ".join(f"{_string_literal(topic)}, {value}" for topic, value in sorted(values.items()))
     return f"try_element_at(map({pairs}), `topic`)" if pairs else "CAST(NULL AS INT)"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else repr(exc)
 
 
 def _string_literal(text: str) -> str:
@@ -226,6 +233,5 @@ def register_functions(spark: SparkSession) -> str | None:
             for name, class_name in FUNCTION_CLASSES.items():
                 spark.udf.registerJavaFunction(name, class_name, IntegerType())
     except Exception as exc:  # a Spark that refuses them loses the alignment, not the batch
-        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else repr(exc)
-        return f"its JVM functions could not be loaded: {first}"
+        return f"its JVM functions could not be loaded: {_first_line(exc)}"
     return None

@@ -200,3 +200,17 @@ def test_the_functions_are_registered_once_per_session(functions, monkeypatch):
                         lambda self, name, *args: registered.append(name))
     assert register_functions(functions) is None
     assert registered == []
+
+
+def test_rows_without_a_key_column_align_on_their_values(spark, fake, tmp_path):
+    from connectors.spark.aligned_write import AlignedWrite
+    from connectors.spark.foreach_batch_write import write_dataframe
+    from connectors.spark.sink_driver import BatchContext
+
+    options = _options(fake, tmp_path, topic="out")
+    batch = spark.range(0, 400, 1, 6).selectExpr("concat('v', CAST(id AS STRING)) AS value")
+    write_dataframe(batch, options, BatchContext(0, "q"), first_write=True, write_tasks=AlignedWrite(options, 3))
+    markers, _ = _markers_and_writers(fake, "out", OUT_PARTITIONS)
+    assert markers == Counter({p: 1 for p in range(OUT_PARTITIONS)})
+    records = _records(fake, "out", OUT_PARTITIONS)
+    assert len(records) == 400 and all(p == java_partition(v, OUT_PARTITIONS) for p, _, v in records)
