@@ -110,3 +110,67 @@ def test_format_kafka_eos_aligns_rows_on_their_partition_column(
     assert markers == {p: 1 for p in range(PARTITIONS)}
     assert sorted(value for _, _, value in records) == sorted(f"v{i}".encode() for i in range(RECORDS))
     assert all(partition == java_partition(key, PARTITIONS) for partition, key, _ in records)
+
+
+def _streamed(spark, reader, topic: str, kafka_cluster, checkpoint) -> None:  # type: ignore[no-untyped-def]
+    """One micro-batch of ``reader`` written to ``topic`` by ``format("kafka-eos")`` at defaults."""
+    query = (reader.writeStream.format("kafka-eos")
+             .option("kafka.bootstrap.servers", kafka_cluster.bootstrap_servers).option("topic", topic)
+             .option("checkpointLocation", str(checkpoint)).trigger(once=True).start())
+    query.awaitTermination(600)
+    assert query.exception() is None, query.exception()
+
+
+def test_format_kafka_eos_bounds_a_map_only_batch_of_64_read_tasks_by_the_task_slots(
+        kafka_cluster, spark, unique_name: Callable[[str], str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A map-only query whose source plans 64 read tasks (Spark's rate source here, as Spark's Kafka
+    source plans one per partition of a 64-partition topic) into ``format("kafka-eos")`` at defaults:
+    the rows are clustered by key into the 8 task slots, so the batch commits at most 8 markers per
+    output partition (64 unclustered), and holds every row once."""
+    from connectors.spark import register
+
+    register(spark, warm_up=False)
+    clients = clients_for(kafka_cluster.bootstrap_servers)
+    topic = unique_name("out")
+    clients.admin().create_topic(topic, PARTITIONS)
+    rows = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", RECORDS).option("numPartitions", 64)
+            .load().selectExpr("concat('k', CAST(value % 5000 AS STRING)) AS key",
+                               "concat('v', CAST(value AS STRING)) AS value"))
+    _streamed(spark, rows, topic, kafka_cluster, tmp_path / "checkpoint")
+    wait_until_stable(clients, topic)
+
+    records, markers = _records_and_markers(clients, topic)
+    assert 0 < max(markers.values()) <= 8, markers
+    assert sorted(value for _, _, value in records) == sorted(f"v{i}".encode() for i in range(RECORDS))
+    assert all(partition == java_partition(key, PARTITIONS) for partition, key, _ in records)
+
+
+def test_the_kits_source_spreads_a_large_batch_over_the_task_slots_and_no_further(
+        kafka_cluster, spark, unique_name: Callable[[str], str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The kit at both ends, map-only, at defaults: the JVM provider hands the source the 8 task slots
+    (eos.taskSlots), so a batch of 128,000 records in 61 partitions is read by 8 tasks (the records
+    alone, one task per 25,000, would give 6; one per partition 61), and the format adds no shuffle:
+    an output partition gets one marker per task whose keys reach it, so 8 markers show 8 writers.
+    The input's partition count is prime to the output's: on topics of one count, Java's partitioner
+    puts a key at the same partition number in both, and each output partition has one writer."""
+    from connectors.spark import register
+
+    register(spark, warm_up=False)
+    clients = clients_for(kafka_cluster.bootstrap_servers)
+    source, topic = unique_name("in"), unique_name("out")
+    clients.admin().create_topic(source, 61)
+    clients.admin().create_topic(topic, PARTITIONS)
+    records = 2 * RECORDS
+    (spark.range(0, records, 1, 16)
+     .selectExpr("concat('k', CAST(id % 5000 AS STRING)) AS key", "concat('v', CAST(id AS STRING)) AS value")
+     .write.format("kafka-eos").option("kafka.bootstrap.servers", kafka_cluster.bootstrap_servers)
+     .option("topic", source).option("eos.stateDir", str(tmp_path / "load")).mode("append").save())
+    wait_until_stable(clients, source)
+    rows = (spark.readStream.format("kafka-eos").option("kafka.bootstrap.servers", kafka_cluster.bootstrap_servers)
+            .option("subscribe", source).option("startingOffsets", "earliest").load().select("key", "value"))
+    _streamed(spark, rows, topic, kafka_cluster, tmp_path / "checkpoint")
+    wait_until_stable(clients, topic)
+
+    copied, markers = _records_and_markers(clients, topic)
+    assert max(markers.values()) == 8, markers
+    assert sorted(value for _, _, value in copied) == sorted(f"v{i}".encode() for i in range(records))

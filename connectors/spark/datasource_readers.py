@@ -24,7 +24,7 @@ from connectors.kafka.kafka_errors import DataLossError, OffsetOutOfRangeError
 from connectors.kafka.reader_pool import READERS
 from connectors.kafka.source import KafkaOffsetPlanner, from_offsets, plan_ranges, reader_client_config, to_offsets
 from connectors.spark.gc_pause import gc_paused
-from connectors.spark.options import SourceOptions
+from connectors.spark.options import RECORDS_PER_SLOT_TASK, SourceOptions
 from connectors.spark.arrow_batches import batches_to_arrow
 from connectors.spark.spark_versions import has_stream_admission_control
 from twophase.errors import InvalidValueError
@@ -87,7 +87,8 @@ def _split_evenly(tp: TopicPartition, start: int, end: int, parts: int) -> list[
 def plan_read_tasks(ranges: dict[TopicPartition, tuple[int, int]], min_partitions: int | None,
                     max_partitions: int | None = None,
                     max_records_per_partition: int | None = None,
-                    min_records_per_task: int = 0) -> list[KafkaReadPartition]:
+                    min_records_per_task: int = 0,
+                    task_slots: int | None = None) -> list[KafkaReadPartition]:
     """The read tasks of one batch.
 
     1. One range per Kafka partition with records to read. With ``max_records_per_partition``
@@ -107,6 +108,15 @@ def plan_read_tasks(ranges: dict[TopicPartition, tuple[int, int]], min_partition
        records is one task, one producer and one transaction, where one task per Kafka partition
        would pay a producer's set-up and a transaction per partition, and a wave per executor core
        short (bench/README.md, issue 38). Pieces then share tasks as in step 3.
+    5. With ``task_slots`` too (eos.taskSlots: how many tasks Spark runs at once, which the kit's
+       JVM provider hands the source), a batch of at least ``min_records_per_task`` records follows
+       the cluster: one task per ``RECORDS_PER_SLOT_TASK`` records, up to one per slot, so a batch
+       of ``task_slots x RECORDS_PER_SLOT_TASK`` records or more is read and transformed by
+       ``min(pieces, task_slots)`` tasks, however few ``min_records_per_task`` would give it; and
+       never more tasks than slots (more would run in a second wave, each with its own producer
+       set-up, and, with the kit's sink, one more transaction marker per output partition each).
+       ``minPartitions`` and ``maxRecordsPerPartition`` still win. A smaller batch keeps its one
+       task and one transaction.
     """
     pieces = []
     for tp, (s, e) in sorted(ranges.items()):
@@ -127,7 +137,10 @@ def plan_read_tasks(ranges: dict[TopicPartition, tuple[int, int]], min_partition
     offset_ranges = [OffsetRange(tp.topic, tp.partition, s, e) for tp, s, e in pieces]
     if min_records_per_task:
         total = sum(r.size for r in offset_ranges)
-        by_records = max(1, -(-total // min_records_per_task), min_partitions or 0)
+        by_records = max(1, -(-total // min_records_per_task))
+        if task_slots and total >= min_records_per_task:
+            by_records = min(max(by_records, total // RECORDS_PER_SLOT_TASK), task_slots)
+        by_records = max(by_records, min_partitions or 0)
         max_partitions = by_records if max_partitions is None else min(max_partitions, by_records)
     if not max_partitions or len(offset_ranges) <= max_partitions:
         return [KafkaReadPartition((r,)) for r in offset_ranges]
@@ -324,7 +337,8 @@ class KafkaEosStreamReader(_KafkaReading, DataSourceStreamReader, *_AVAILABLE_NO
         start_positions = self.planner.check_available(start_positions)
         ranges = {tp: (start_positions[tp], e) for tp, e in end_positions.items() if e > start_positions.get(tp, e)}
         return plan_read_tasks(ranges, self.options.min_partitions, self.options.max_partitions,
-                               self.options.max_records_per_partition, self.options.min_records_per_task)
+                               self.options.max_records_per_partition, self.options.min_records_per_task,
+                               self.options.task_slots)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return self._read_task(partition)
@@ -353,7 +367,8 @@ class KafkaEosBatchReader(_KafkaReading, DataSourceReader):
         start = self.planner.check_available(start)
         ranges = {tp: (s, end.get(tp, s)) for tp, s in start.items()}
         return plan_read_tasks(ranges, self.options.min_partitions, self.options.max_partitions,
-                               self.options.max_records_per_partition, self.options.min_records_per_task)
+                               self.options.max_records_per_partition, self.options.min_records_per_task,
+                               self.options.task_slots)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return self._read_task(partition)

@@ -54,7 +54,7 @@ SOURCE_OPTIONS = (
     "startingOffsets", "endingOffsets", "startingOffsetsByTimestamp", "startingTimestamp",
     "startingOffsetsByTimestampStrategy", "endingOffsetsByTimestamp", "endingTimestamp",
     "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
-    "minPartitions", "maxRecordsPerPartition", "eos.maxPartitions", "eos.minRecordsPerTask", "failOnDataLoss", "includeHeaders",
+    "minPartitions", "maxRecordsPerPartition", "eos.maxPartitions", "eos.minRecordsPerTask", "eos.taskSlots", "failOnDataLoss", "includeHeaders",
     "groupIdPrefix", "kafkaConsumer.pollTimeoutMs", "eos.commitOffsetsToGroup",
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "eos.brokerRetryTimeoutMs",
 )
@@ -154,6 +154,11 @@ def _int(options: Mapping[str, str], name: str, default: int | None, minimum: in
 #: (bench/README.md, issue 38). Sized by records, not by cores: the planner runs in a Python process
 #: that has no SparkContext, and executors come and go.
 DEFAULT_MIN_RECORDS_PER_TASK = 25_000
+#: How many records a batch needs per task slot to be spread over every slot (eos.taskSlots): a
+#: task's producer set-up and transaction cost ~40-80 ms, the time a task takes to copy ~8,000
+#: records at ~130k a second (bench/HISTORY.md, issue 38). With at least that many records each, a
+#: slot's task does more work than its set-up costs, and the batch's time falls with every slot.
+RECORDS_PER_SLOT_TASK = 8_000
 #: maxTriggerDelay's default, as Spark's (KafkaSourceProvider.DEFAULT_MAX_TRIGGER_DELAY).
 DEFAULT_MAX_TRIGGER_DELAY = "15m"
 #: kafkaConsumer.pollTimeoutMs's default: the kit's reader stall timeout (Spark's is 120000,
@@ -252,6 +257,10 @@ class SourceOptions:
     #: eos.minRecordsPerTask: a batch has at most one read task per this many records (0: one
     #: task per Kafka partition, as Spark's source plans).
     min_records_per_task: int = DEFAULT_MIN_RECORDS_PER_TASK
+    #: eos.taskSlots: how many tasks Spark runs at once (the kit's JVM provider gives Spark's
+    #: defaultParallelism when the scan is built); None where nobody said, and then the read tasks
+    #: follow eos.minRecordsPerTask alone.
+    task_slots: int | None = None
 
 
 def _starting_offsets(options: Mapping[str, str], streaming: bool) -> str | dict[TopicPartition, int]:
@@ -411,6 +420,7 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
         group_id=unique_group_id(prefix),
         poll_timeout_ms=poll_timeout_ms,
         min_records_per_task=min_records_per_task,
+        task_slots=_int(options, "eos.taskSlots", None, 1),
     )
 
 

@@ -202,7 +202,8 @@ def _keeps_state(spark, df) -> bool:  # type: ignore[no-untyped-def]
 def test_the_provider_asks_for_fewer_write_tasks_only_behind_state(spark):
     """format("kafka-eos") clusters a batch's rows by key into fewer write tasks (so transactions)
     behind a stateful operator, where Spark hands it spark.sql.shuffle.partitions of them; a
-    map-only query, and a join of a stream with a static table, keep their partitions."""
+    map-only query, and a join of a stream with a static table, keep no state (what they read
+    decides, below)."""
     from pyspark.sql.functions import window
 
     stream = spark.readStream.format("rate").option("rowsPerSecond", "1").load().selectExpr(
@@ -217,3 +218,27 @@ def test_the_provider_asks_for_fewer_write_tasks_only_behind_state(spark):
     assert _keeps_state(spark, stream.join(other, stream.key == other.key2))
     assert not _keeps_state(spark, stream.selectExpr("key", "upper(key) AS value"))
     assert not _keeps_state(spark, stream.join(static, stream.key == static.key3))
+
+
+def _reads_only_the_kits_source(spark, df) -> bool:  # type: ignore[no-untyped-def]
+    assert jvm_provider.install(spark)
+    plan = df._jdf.queryExecution().analyzed()
+    return bool(spark.sparkContext._jvm.kafkaeos.spark.WriteTasks.readsOnlyTheKitsSource(plan))
+
+
+def test_the_provider_leaves_a_map_only_query_on_the_kits_source_as_read_and_bounds_any_other(spark):
+    """At eos.writeTasks=auto a map-only query's write is clustered into the task slots unless
+    every stream it reads is the kit's source, whose read tasks eos.taskSlots already bounds;
+    a static side of a join does not count, a second stream of another source does."""
+    from connectors.spark import register
+
+    register(spark, warm_up=False)
+    kit = (spark.readStream.format("kafka-eos").option("kafka.bootstrap.servers", "127.0.0.1:9")
+           .option("subscribe", "in").load().selectExpr("CAST(key AS STRING) AS key", "value"))
+    rate = spark.readStream.format("rate").option("rowsPerSecond", "1").load().selectExpr(
+        "CAST(value % 10 AS STRING) AS key2", "timestamp")
+    static = spark.range(10).selectExpr("CAST(id AS STRING) AS key3")
+    assert _reads_only_the_kits_source(spark, kit.selectExpr("key", "upper(key) AS value"))
+    assert _reads_only_the_kits_source(spark, kit.join(static, kit.key == static.key3))
+    assert not _reads_only_the_kits_source(spark, rate)
+    assert not _reads_only_the_kits_source(spark, kit.union(rate.selectExpr("key2 AS key", "CAST(NULL AS BINARY) AS value")))

@@ -9,7 +9,7 @@ pytest.importorskip("pyspark")
 from connectors.kafka.clients import TopicPartition  # noqa: E402
 from connectors.kafka.kafka_errors import DataLossError  # noqa: E402
 from connectors.simulated_kafka import FakeKafkaClients  # noqa: E402
-from connectors.spark.options import parse_source_options  # noqa: E402
+from connectors.spark.options import RECORDS_PER_SLOT_TASK, parse_source_options  # noqa: E402
 from connectors.spark.datasource_readers import KafkaEosBatchReader, OffsetRange, _together, plan_read_tasks  # noqa: E402
 from kafka_testkit.topic_records import produce_committed  # noqa: E402
 
@@ -195,6 +195,40 @@ def test_min_records_per_task_sizes_a_batch_by_its_records():
     assert plan(100_000, min_records_per_task=25_000, max_partitions=2) == [200_000, 200_000]
     # maxRecordsPerPartition still bounds every task.
     assert max(plan(250, min_records_per_task=25_000, max_records_per_partition=300)) <= 300
+
+
+
+def test_a_large_batch_follows_the_task_slots_and_a_small_one_keeps_its_task():
+    """eos.taskSlots (the kit's provider gives Spark's defaultParallelism): a batch of at least
+    slots x RECORDS_PER_SLOT_TASK records is read by min(partitions, slots) tasks, where
+    eos.minRecordsPerTask alone would give it fewer; never more tasks than slots; a batch under
+    eos.minRecordsPerTask keeps one task; minPartitions still wins."""
+    tps = [TopicPartition("t", p) for p in range(64)]
+
+    def tasks(records, **kwargs):
+        per = records // len(tps)
+        planned = plan_read_tasks({tp: (0, per) for tp in tps}, kwargs.pop("min_partitions", None),
+                                  min_records_per_task=25_000, **kwargs)
+        assert sum(r.size for t in planned for r in t.ranges) == per * len(tps)
+        return len(planned)
+
+    # 64 slots: 640,000 records (10,000 a slot) get 64 tasks, where the records alone give 26.
+    assert tasks(640_000, task_slots=64) == 64
+    assert tasks(640_000) == 26
+    # 8 slots: 160,000 records get 8 tasks (7 by records); 1,280,000 get 8, not 52 in 7 waves.
+    assert tasks(160_000, task_slots=8) == 8
+    assert tasks(1_280_000, task_slots=8) == 8
+    assert tasks(1_280_000) == 52
+    # 64 slots, 128,000 records: one task per RECORDS_PER_SLOT_TASK, 16, more than the records' 6.
+    assert tasks(128_000, task_slots=64) == 128_000 // RECORDS_PER_SLOT_TASK
+    # A small batch keeps its one transaction however many slots.
+    assert tasks(19_200, task_slots=64) == 1
+    # minPartitions wins over the slots; eos.maxPartitions caps.
+    assert tasks(19_200, task_slots=64, min_partitions=4) == 4
+    assert tasks(640_000, task_slots=64, max_partitions=16) == 16
+    # Fewer partitions than slots: one task each.
+    assert len(plan_read_tasks({tp: (0, 100_000) for tp in tps[:4]}, None, min_records_per_task=25_000,
+                               task_slots=64)) == 4
 
 
 def test_initial_offsets_are_looked_up_once_per_run(fake):

@@ -206,6 +206,14 @@ def test_min_records_per_task_option_is_checked():
         source(subscribe="in", **{"eos.minRecordsPerTask": "-1"})
 
 
+
+def test_task_slots_option_is_checked():
+    assert source(subscribe="in").task_slots is None
+    assert source(subscribe="in", **{"eos.taskSlots": "64"}).task_slots == 64
+    with pytest.raises(KafkaEosOptionError, match="option eos.taskSlots must be an integer >= 1, got 0"):
+        source(subscribe="in", **{"eos.taskSlots": "0"})
+
+
 def test_max_partitions_option_is_checked():
     assert source(subscribe="in", **{"eos.maxPartitions": "2"}).max_partitions == 2
     assert source(subscribe="in").max_partitions is None

@@ -15,6 +15,7 @@ import org.apache.spark.sql.connector.write.Write;
 import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.connector.write.BatchWrite;
 import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
+import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceCreationResult;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
 import org.apache.spark.sql.internal.connector.SupportsStreamingUpdateAsAppend;
 import org.apache.spark.sql.sources.DataSourceRegister;
@@ -61,6 +62,17 @@ public class KafkaEosTableProvider extends PythonDataSourceV2 implements DataSou
      */
     @Override
     public void setShortName(String name) {
+    }
+
+    /**
+     * Spark makes the kit's Python data source once per provider, at the first of these calls, and
+     * every reader and writer of the query is that one instance: so a source's options get the
+     * task slots here ({@link ReadTasks}), not in the scan's options, which reach no Python code.
+     */
+    @Override
+    public PythonDataSourceCreationResult getOrCreateDataSourceInPython(
+            String shortName, CaseInsensitiveStringMap options, scala.Option<StructType> userSchema) {
+        return super.getOrCreateDataSourceInPython(shortName, ReadTasks.withTaskSlots(options), userSchema);
     }
 
     @Override

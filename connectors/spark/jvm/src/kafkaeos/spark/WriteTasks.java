@@ -37,10 +37,21 @@ import org.slf4j.LoggerFactory;
  * come from one partition) into as many partitions as Spark runs tasks at once
  * ({@code defaultParallelism}), which Spark 4 plans for micro-batch writes too.
  *
- * <p>Only where it pays: a stateful query (a map-only query's read tasks are few already, and a
- * shuffle would cost it), with more shuffle partitions than task slots, and with a key column
- * (rows without a key are spread by the producer, in no order to keep). {@code eos.writeTasks=N}
- * asks for N tasks in any query with a key column; {@code auto}, the default, decides as above.
+ * <p>At defaults ({@code eos.writeTasks=auto}) a batch's write tasks are bounded by the task slots,
+ * so a batch commits at most {@code defaultParallelism} markers per output partition, whatever the
+ * plan's partitions are:
+ * <ul>
+ * <li>behind a stateful operator with more shuffle partitions than task slots, the rows are
+ *     clustered by key into the task slots;</li>
+ * <li>a map-only query that reads only the kit's own source is left as planned: that source plans
+ *     at most one read task per slot for a large batch and one task for a small one
+ *     ({@link ReadTasks}), so a shuffle would cost and save nothing;</li>
+ * <li>any other map-only query (Spark's own Kafka source plans one read task per Kafka partition,
+ *     64 of them on a 64-partition topic) is clustered into the task slots: by {@code key}, or by
+ *     {@code value} where the rows have no key column (a producer keeps no order among keyless
+ *     rows). Rows with a null key all hash alike, so they share one task.</li>
+ * </ul>
+ * {@code eos.writeTasks=N} asks for N tasks, clustered the same way, in any query.
  *
  * <p>Rows that carry their own {@code partition} column are aligned instead, in any query: clustered
  * by {@code partition} (and by {@code topic} where each row names its topic) into as many tasks as
@@ -56,6 +67,7 @@ import org.slf4j.LoggerFactory;
 public final class WriteTasks {
     static final String OPTION = "eos.writeTasks";
     private static final String KEY = "key";
+    private static final String VALUE = "value";
     private static final String PARTITION = "partition";
     private static final String TOPIC = "topic";
     /** The logical operators that keep state across micro-batches (their class names, which
@@ -72,8 +84,8 @@ public final class WriteTasks {
     private WriteTasks() {
     }
 
-    /** {@code write}, asking for fewer write tasks where that pays, or for rows aligned on their
-     *  partition (class doc). */
+    /** {@code write}, asking for its write tasks bounded by the task slots, or for rows aligned on
+     *  their partition (class doc). */
     static Write planned(Write write, LogicalWriteInfo info) {
         String[] partitionColumns = partitionColumns(info);
         if (partitionColumns.length > 0) {
@@ -82,7 +94,18 @@ public final class WriteTasks {
                 tasks > 0 ? tasks : SparkSession.active().sparkContext().defaultParallelism());
         }
         int tasks = tasks(info);
-        return tasks > 0 ? new Clustered(write, new String[] {KEY}, tasks) : write;
+        return tasks > 0 ? new Clustered(write, new String[] {clusteringColumn(info)}, tasks) : write;
+    }
+
+    /** What rows without a partition column are clustered by: {@code key}, or {@code value} where
+     *  the rows have no key column. */
+    static String clusteringColumn(LogicalWriteInfo info) {
+        for (StructField field : info.schema().fields()) {
+            if (field.name().equalsIgnoreCase(KEY)) {
+                return KEY;
+            }
+        }
+        return VALUE;
     }
 
     /** The columns the rows are aligned on: {@code partition}, after {@code topic} where the rows
@@ -114,27 +137,28 @@ public final class WriteTasks {
         }
     }
 
-    /** The number of write tasks to ask for by key; 0 to leave the plan's partitions as they are. */
+    /** The number of write tasks to cluster the rows into; 0 to leave the plan's partitions as they are. */
     static int tasks(LogicalWriteInfo info) {
-        boolean keyed = false;
-        for (StructField field : info.schema().fields()) {
-            keyed |= field.name().equalsIgnoreCase(KEY);
-        }
-        if (!keyed) {
-            return 0;
-        }
         int requested = requestedTasks(info);
         if (requested >= 0) {
             return requested;
         }
         SparkSession spark = SparkSession.active();
         int slots = spark.sparkContext().defaultParallelism();
-        int shufflePartitions = Integer.parseInt(spark.conf().get("spark.sql.shuffle.partitions").trim());
-        return shufflePartitions > slots && isStateful(info.queryId()) ? slots : 0;
+        LogicalPlan plan = streamingPlan(info.queryId());
+        if (plan == null) {
+            return 0; // a batch write (its read tasks are the source's), or a plan that cannot be seen
+        }
+        if (keepsState(plan)) {
+            int shufflePartitions = Integer.parseInt(spark.conf().get("spark.sql.shuffle.partitions").trim());
+            return shufflePartitions > slots ? slots : 0;
+        }
+        return readsOnlyTheKitsSource(plan) ? 0 : slots;
     }
 
-    /** Whether the streaming query {@code queryId} keeps state; false where it cannot be told. */
-    static boolean isStateful(String queryId) {
+    /** The analysed plan of the streaming query {@code queryId}; null for a batch write, or where
+     *  it cannot be seen (said once, by {@link #unreachable}). */
+    static LogicalPlan streamingPlan(String queryId) {
         try {
             StreamingQuery query = null;
             for (scala.Option<SparkSession> session : java.util.List.of(
@@ -144,21 +168,53 @@ public final class WriteTasks {
                 }
             }
             if (query == null) {
-                return false; // a batch write: no streaming query has its id
+                return null; // a batch write: no streaming query has its id
             }
             // The query's analysed plan. No public API names it; StreamingQueryWrapper.streamingQuery
             // and StreamExecution.logicalPlan have been there since Spark 2, and a Spark without them
-            // only loses the fewer tasks, which unreachable() says.
+            // only loses the bound on its write tasks, which unreachable() says.
             Object execution = method(query, "streamingQuery").invoke(query);
-            return keepsState((LogicalPlan) method(execution, "logicalPlan").invoke(execution));
+            return (LogicalPlan) method(execution, "logicalPlan").invoke(execution);
         } catch (ReflectiveOperationException | RuntimeException | LinkageError e) {
             unreachable(queryId, e.toString());
-            return false;
+            return null;
         }
     }
 
-    /** One WARNING per query: its write keeps the plan's partitions as write tasks, which behind a
-     *  stateful operator is spark.sql.shuffle.partitions transactions a batch. */
+    /** Whether every source the plan streams from is a table of the kit's provider, whose read
+     *  tasks {@link ReadTasks} bounds by the task slots. A streaming leaf that names no table
+     *  (Spark's memory or v1 sources) is another source; a static leaf is not a source of the
+     *  batch's tasks. */
+    public static boolean readsOnlyTheKitsSource(LogicalPlan plan) {
+        if (plan.children().isEmpty()) {
+            return !plan.isStreaming() || tableOf(plan) instanceof KafkaEosTableProvider.UpdatableTable;
+        }
+        scala.collection.Iterator<LogicalPlan> children = plan.children().iterator();
+        while (children.hasNext()) {
+            if (!readsOnlyTheKitsSource(children.next())) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** The table a streaming leaf reads: {@code relation().table()} of Spark 4's scan relation, or
+     *  {@code table()} of a relation that has one; null where neither is there. */
+    private static Object tableOf(LogicalPlan leaf) {
+        Object relation = leaf;
+        try {
+            relation = method(leaf, "relation").invoke(leaf);
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            // No wrapped relation: the leaf may be one itself.
+        }
+        try {
+            return method(relation, "table").invoke(relation);
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            return null;
+        }
+    }
+
+    /** One WARNING per query: its write keeps the plan's partitions as write tasks. */
     private static void unreachable(String queryId, String why) {
         if (!WARNED.add(String.valueOf(queryId))) {
             return;
@@ -169,9 +225,10 @@ public final class WriteTasks {
         } catch (RuntimeException e) {
             // Only the figure in the message is lost.
         }
-        LOG.warn("kafka-eos: cannot see the plan of streaming query {} ({}), so cannot tell whether it keeps "
-            + "state: its batches keep one write task, so one Kafka transaction, per partition of the plan, "
-            + "{} (spark.sql.shuffle.partitions) behind a stateful operator. Set eos.writeTasks=N to ask for N",
+        LOG.warn("kafka-eos: cannot see the plan of streaming query {} ({}), so cannot tell what it reads or "
+            + "whether it keeps state: its batches keep one write task, so one Kafka transaction, per partition "
+            + "of the plan (one per Kafka partition behind Spark's source, {} (spark.sql.shuffle.partitions) "
+            + "behind a stateful operator). Set eos.writeTasks=N to ask for N",
             queryId, why, partitions);
     }
 
