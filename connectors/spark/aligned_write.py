@@ -130,7 +130,13 @@ class AlignedWrite:
         partitions = self._output_partitions(checkpoint_id)
         if partitions is None:
             return coalesced
-        return aligned(df, self.tasks, partitions, ALIGNED_PARTITIONERS[self.partitioner], self.options.config.topic)
+        # Coalesced first, so that the stage before the shuffle (behind a stateful operator, its
+        # spark.sql.shuffle.partitions state partitions) runs in as many tasks as the write, one
+        # partition after another, as the unaligned write runs it: 200 tasks of state store work on
+        # a few slots cost more than the shuffle itself (bench/HISTORY.md, issue 54). The projection
+        # aligned() adds stands between the two, so Spark's CollapseRepartition keeps both.
+        return aligned(coalesced, self.tasks, partitions, ALIGNED_PARTITIONERS[self.partitioner],
+                       self.options.config.topic)
 
     def _output_partitions(self, checkpoint_id: int) -> OutputPartitions | None:
         known = self._partitions

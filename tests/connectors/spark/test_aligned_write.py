@@ -214,3 +214,17 @@ def test_rows_without_a_key_column_align_on_their_values(spark, fake, tmp_path):
     assert markers == Counter({p: 1 for p in range(OUT_PARTITIONS)})
     records = _records(fake, "out", OUT_PARTITIONS)
     assert len(records) == 400 and all(p == java_partition(v, OUT_PARTITIONS) for p, _, v in records)
+
+
+def test_the_stage_before_the_aligned_shuffle_runs_in_the_write_tasks(spark, fake, tmp_path):
+    """Behind a stateful operator Spark hands the batch in spark.sql.shuffle.partitions (here 12
+    aggregate partitions): the aligned write coalesces them to its write tasks before its shuffle,
+    so the aggregate's stage runs in 3 tasks, as the unaligned write runs it, not in 12."""
+    from connectors.spark.aligned_write import AlignedWrite
+
+    counted = (_batch(spark, 1_000, 4).groupBy("key").count().selectExpr("key", "CAST(count AS STRING) AS value")
+               .repartition(12, "key"))
+    arranged = AlignedWrite(_options(fake, tmp_path, topic="out"), 3).arrange(counted, 0)
+    stages = arranged._jdf.queryExecution().executedPlan().toString()
+    assert "Coalesce 3" in stages, stages
+    assert arranged.rdd.getNumPartitions() == 3
