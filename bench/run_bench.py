@@ -371,6 +371,9 @@ class OutputCheck:
     records: int = 0
     distinct_keys: int = 0
     bad_values: int = 0
+    #: Offsets the output's partitions took beyond the records read back: the transaction markers
+    #: (one per transaction and partition it wrote), plus any aborted records.
+    markers: int = 0
     seconds: float = 0.0
 
 
@@ -392,6 +395,7 @@ def check_output(bootstrap: str, topic: str, partitions: int) -> OutputCheck:
             check.records += len(batch)
             keys.update(batch.keys)
             check.bad_values += sum(1 for value in batch.values if value is None or not value.endswith(SUFFIX))
+        check.markers = sum(e - s for s, e in ranges.values()) - check.records
     finally:
         reader.close()
         admin.close()
@@ -1352,7 +1356,9 @@ def main(argv: list[str] | None = None) -> int:
             r = run.results
             log(f"{run.name}: exit {r['exit_code']}, steady {_fmt(r.get('steady_rec_s'))} rec/s, "
                 f"cold start {_fmt(r.get('cold_start_s'), '.1f')} s, peak RSS {r['peak_rss_mb']:,.0f} MB, "
-                f"output {check.records:,} records / {check.distinct_keys:,} keys"
+                f"output {check.records:,} records / {check.distinct_keys:,} keys, "
+                f"{check.markers / args.partitions / max(1, -(-(run.records or 0) // args.max_offsets_per_trigger)):.1f} "
+                "markers per output partition per batch"
                 + (f"; DISTURBED: {r['cpu']['machine_steal_s']} s of CPU stolen by the hypervisor "
                    f"({r['stolen_share']:.0%} of the machine)" if r.get("disturbed") else ""))
         summary = summarize(runs)
