@@ -449,7 +449,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             report = verify_shape(clients, args.input, args.output, args.shape, id_spec=args.id_field,
                                   output_id_spec=args.output_id_field or "key", event_time=args.event_time_field,
                                   right_input_topic=args.right_input, max_samples=args.max_samples,
-                                  retry_timeout_s=args.retry_timeout)
+                                  progress=_progress_callback(progress), retry_timeout_s=args.retry_timeout)
         else:
             report = verify(clients, args.input, args.output, id_spec=args.id_field,
                             output_id_spec=args.output_id_field, check_order=args.check_order,

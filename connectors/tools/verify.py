@@ -7,10 +7,11 @@ read_uncommitted (everything written, aborted and open transactions included). E
 both isolation levels are taken once, before reading, so the passes see one snapshot.
 
 Records are matched by an id (:class:`IdSpec`: the key, a JSON field of the value, or a header).
-Every (id, partition, offset) goes into a SQLite file in a temporary directory rather than into
-Python sets: memory stays bounded (SQLite's page cache is capped) however many millions of
-records there are, the ids are kept exactly (no hash collisions that could hide a lost write),
-and the checks are a handful of indexed joins and GROUP BYs, never quadratic.
+Every (id, partition, offset) goes, batch by batch as it is read, into a SQLite file in a
+temporary directory (:class:`~connectors.tools.record_store.RecordStore`) rather than into Python
+sets: memory stays bounded however many millions of records there are, the ids are kept exactly
+(no hash collisions that could hide a lost write), and the checks are a handful of indexed joins
+and GROUP BYs, never quadratic.
 
 What is reported, and how each anomaly is detected (Jepsen's Kafka checker names in brackets):
 
@@ -34,16 +35,18 @@ What is reported, and how each anomaly is detected (Jepsen's Kafka checker names
 
 A stateful query's output (counts, windows, the first of each id, join pairs) is not a copy of
 its input: :func:`verify_shape` checks it by its shape's invariant instead
-(:mod:`connectors.tools.shape_checks`, ``kafka-eos verify --shape``).
+(:mod:`connectors.tools.shape_checks`, ``kafka-eos verify --shape``). It reads the topics with the
+same streaming pass (:func:`_scan`) into the same kind of store, and its checks are SQL over it
+too, so a shape is verified in the bounded memory of a copy; both report in one
+:class:`~connectors.tools.anomaly.AnomalyReport`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import sqlite3
-import tempfile
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
@@ -53,6 +56,7 @@ from connectors.kafka.clients import ConsumedRecord, KafkaClients, TopicPartitio
 from connectors.kafka.kafka_errors import UnknownTopicError
 from connectors.tools import shape_checks
 from connectors.tools.anomaly import Anomaly, AnomalyReport
+from connectors.tools.record_store import RecordStore, show_id
 from connectors.servers.broker_discovery import is_transient, retry_transient
 from connectors.tools.tool_errors import IdFieldError, IdSpecError, TopicNotFoundError, UsageError
 
@@ -62,10 +66,9 @@ log = logging.getLogger(__name__)
 #: bound because control markers and aborted records take offsets too.
 ProgressCallback = Callable[[str, int, "int | None"], None]
 
+#: Rows handed to the store at once: what a pass holds in Python, however long the topic.
 _BATCH = 10_000
 _READ_ATTEMPTS = 3
-# SQLite's page cache, negative = KiB: what bounds memory however large the topics are.
-_CACHE_KIB = 64 * 1024
 
 
 class _MissingId(Exception):
@@ -73,6 +76,8 @@ class _MissingId(Exception):
 
 
 _JSON = json.JSONDecoder()
+#: How a JSON id that is not a string is compared: its compact JSON text, keys sorted.
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
 
 
 @dataclass(frozen=True)
@@ -134,38 +139,15 @@ class IdSpec:
             raise _MissingId(f"JSON field {self.name!r} is null")
         if isinstance(document, str):
             return document.encode("utf-8")
-        return json.dumps(document, separators=(",", ":"), sort_keys=True).encode("utf-8")
+        if type(document) is int:
+            # The common numeric id, as json.dumps writes it, without its per-call encoder: this
+            # runs once per record, and millions of records are verified.
+            return b"%d" % document
+        return _COMPACT_JSON.encode(document).encode("utf-8")
 
 
-@dataclass
-class VerifyReport(AnomalyReport):
-    """The report of a copy: every input id once in the output."""
-
-    def summary_lines(self) -> list[str]:
-        """A human summary, one line per fact; the verdict first."""
-        c = self.counts
-        lines = [
-            ("EXACTLY-ONCE" if self.exactly_once else "NOT EXACTLY-ONCE")
-            + f": {self.input_topic} -> {self.output_topic} on {self.bootstrap_servers}, ids by "
-            + (self.id_field if self.id_field == self.output_id_field
-               else f"{self.id_field} (input) / {self.output_id_field} (output)"),
-            f"input: {c['input_records']} committed records ({c['input_distinct_ids']} distinct ids), "
-            f"{c['input_uncommitted_only']} more only under read_uncommitted (aborted or open)",
-            f"output: {c['output_records']} committed records ({c['output_distinct_ids']} distinct ids), "
-            f"{c['output_uncommitted_only']} more only under read_uncommitted (aborted or open)",
-        ]
-        for anomaly in self.anomalies.values():
-            if not anomaly.checked:
-                lines.append(f"{anomaly.name}: not checked")
-                continue
-            label = anomaly.name + (f" [{anomaly.jepsen_name}]" if anomaly.jepsen_name else "")
-            lines.append(f"{label}: {anomaly.ids} ids, {anomaly.records} records")
-            for sample in anomaly.samples[:3]:
-                lines.append(f"    e.g. {json.dumps(sample, sort_keys=True)}")
-        if c["output_unidentified"]:
-            lines.append(f"output records without an id: {c['output_unidentified']}")
-        lines.extend(f"warning: {w}" for w in self.warnings)
-        return lines
+#: A copy's report is the one report of the verifier, without a shape.
+VerifyReport = AnomalyReport
 
 
 @dataclass(frozen=True)
@@ -211,55 +193,12 @@ def committed_record_count(clients: KafkaClients, topic: str) -> int:
         reader.close()
 
 
-class _IdStore:
-    """The (id, partition, offset) rows of the four passes, in a SQLite file."""
+#: The copy check's tables: each topic at each isolation level, ``(id, partition, offset)`` rows.
+_COPY_TABLES = ("in_c", "in_u", "out_c", "out_u")
 
-    TABLES = ("in_c", "in_u", "out_c", "out_u")
-
-    def __init__(self, directory: Path) -> None:
-        self.path = directory / "verify.sqlite"
-        self.db = sqlite3.connect(self.path, isolation_level=None)
-        # A scratch database: nothing to protect against a crash, so no journal and no fsync.
-        self.db.execute("PRAGMA journal_mode = OFF")
-        self.db.execute("PRAGMA synchronous = OFF")
-        self.db.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
-        self.db.execute("PRAGMA temp_store = FILE")
-        for table in self.TABLES:
-            self.db.execute(f"CREATE TABLE {table} (id BLOB NOT NULL, part INTEGER NOT NULL, off INTEGER NOT NULL)")
-
-    def clear(self, table: str) -> None:
-        self.db.execute(f"DELETE FROM {table}")
-
-    def add(self, table: str, rows: list[tuple[bytes, int, int]]) -> None:
-        self.db.execute("BEGIN")
-        self.db.executemany(f"INSERT INTO {table} (id, part, off) VALUES (?, ?, ?)", rows)
-        self.db.execute("COMMIT")
-
-    def index(self) -> None:
-        """Indexes and per-id counts, built once after loading (faster than indexing while
-        inserting)."""
-        for table in self.TABLES:
-            self.db.execute(f"CREATE INDEX {table}_by_id ON {table} (id)")
-            self.db.execute(f"CREATE INDEX {table}_by_pos ON {table} (part, off)")
-            self.db.execute(f"CREATE TABLE {table}_n (id BLOB PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID")
-            self.db.execute(f"INSERT INTO {table}_n SELECT id, COUNT(*) FROM {table} GROUP BY id")
-
-    def scalar(self, sql: str) -> int:
-        (value,) = self.db.execute(sql).fetchone()
-        return int(value or 0)
-
-    def rows(self, sql: str, limit: int) -> list[tuple[Any, ...]]:
-        return self.db.execute(f"{sql} LIMIT {int(limit)}").fetchall()
-
-    def close(self) -> None:
-        self.db.close()
-
-
-def _show_id(raw: bytes) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return "0x" + raw.hex()
+#: What a pass stores of a record: a row of its table (id, partition, offset, then the table's
+#: other columns); _MissingId when the record has no usable id (or, for a shape, value).
+RowOf = Callable[[ConsumedRecord], tuple[Any, ...]]
 
 
 @dataclass
@@ -273,13 +212,14 @@ def _scan(
     clients: KafkaClients,
     snapshot: _Snapshot,
     read_committed: bool,
-    spec: IdSpec,
-    store: _IdStore,
+    row_of: RowOf,
+    store: RecordStore,
     table: str,
     progress: ProgressCallback | None,
 ) -> _PassResult:
-    """Read one topic at one isolation level into ``table``; a transient error restarts the pass
-    (bounded), so a half-read pass never counts."""
+    """Read one topic at one isolation level into ``table``, a row per record (``row_of``): the one
+    streaming pass of every check, copy and shape. A transient error restarts the pass (bounded),
+    so a half-read pass never counts."""
     phase = f"{snapshot.topic} ({'read_committed' if read_committed else 'read_uncommitted'})"
     ranges = snapshot.ranges(read_committed)
     total = sum(end - start for start, end in ranges.values())
@@ -295,7 +235,7 @@ def _scan(
     for attempt in retrying:
         with attempt:
             store.clear(table)
-            return _scan_once(clients, ranges, read_committed, spec, store, table, phase, total, progress)
+            return _scan_once(clients, ranges, read_committed, row_of, store, table, phase, total, progress)
     raise AssertionError("unreachable: tenacity re-raises the last error")
 
 
@@ -303,8 +243,8 @@ def _scan_once(
     clients: KafkaClients,
     ranges: dict[TopicPartition, tuple[int, int]],
     read_committed: bool,
-    spec: IdSpec,
-    store: _IdStore,
+    row_of: RowOf,
+    store: RecordStore,
     table: str,
     phase: str,
     total: int,
@@ -318,28 +258,49 @@ def _scan_once(
             progress(phase, total, total)
         return result
     reader = clients.reader(read_committed=read_committed)
+    batch = _BATCH
+    rows: list[tuple[Any, ...]] = []
+    append = rows.append  # this loop runs once per record: locals, not attribute lookups
+    records = 0
     try:
-        rows: list[tuple[bytes, int, int]] = []
         for record in reader.read(ranges):
-            result.records += 1
+            records += 1
             try:
-                rows.append((spec.extract(record), record.partition, record.offset))
+                append(row_of(record))
             except _MissingId as missing:
                 result.unidentified += 1
                 if result.first_unidentified is None:
                     result.first_unidentified = f"{record.topic}-{record.partition}@{record.offset}: {missing}"
-            if len(rows) >= _BATCH:
+            if len(rows) >= batch:
                 store.add(table, rows)
-                rows = []
+                rows.clear()
                 if progress:
-                    progress(phase, result.records, total)
+                    progress(phase, records, total)
         if rows:
             store.add(table, rows)
     finally:
         reader.close()
+    result.records = records
+    log.info("%s: %d records read, %d without a usable id", phase, result.records, result.unidentified)
     if progress:
         progress(phase, total, total)
     return result
+
+
+def _ids(spec: IdSpec) -> RowOf:
+    """A copy's row of a record: (id, partition, offset)."""
+    return lambda record: (spec.extract(record), record.partition, record.offset)
+
+
+def _snapshots(clients: KafkaClients, topics: list[str], retry_timeout_s: float) -> list[_Snapshot]:
+    """End offsets of every topic, taken before any is read, so the passes see one snapshot."""
+    return [retry_transient(lambda: _snapshot(clients, topic), f"end offsets of {topic}", max_delay_s=retry_timeout_s)
+            for topic in topics]
+
+
+def _no_id_anywhere(inputs: _PassResult) -> bool:
+    """Every input record lacks an id (and there is one): the id option is wrong, not the data."""
+    return bool(inputs.records) and inputs.unidentified == inputs.records
 
 
 def verify(
@@ -363,39 +324,43 @@ def verify(
     spec = id_spec if isinstance(id_spec, IdSpec) else IdSpec.parse(id_spec)
     out_spec = spec if output_id_spec is None else (
         output_id_spec if isinstance(output_id_spec, IdSpec) else IdSpec.parse(output_id_spec))
-    input_snapshot = retry_transient(lambda: _snapshot(clients, input_topic), f"end offsets of {input_topic}",
-                                     max_delay_s=retry_timeout_s)
-    output_snapshot = retry_transient(lambda: _snapshot(clients, output_topic), f"end offsets of {output_topic}",
-                                      max_delay_s=retry_timeout_s)
-    with tempfile.TemporaryDirectory(prefix="kafka-eos-verify-", dir=work_dir) as scratch:
-        store = _IdStore(Path(scratch))
-        try:
-            passes = {
-                "in_c": _scan(clients, input_snapshot, True, spec, store, "in_c", progress),
-                "in_u": _scan(clients, input_snapshot, False, spec, store, "in_u", progress),
-                "out_c": _scan(clients, output_snapshot, True, out_spec, store, "out_c", progress),
-                "out_u": _scan(clients, output_snapshot, False, out_spec, store, "out_u", progress),
-            }
-            if passes["in_c"].records and passes["in_c"].unidentified == passes["in_c"].records:
-                raise IdFieldError(
-                    f"no record of {input_topic!r} has an id at {spec} (first: "
-                    f"{passes['in_c'].first_unidentified}); choose --id-field key, json:<field> or "
-                    "header:<name> to match how your records carry their id"
-                )
-            if progress:
-                progress("matching ids", 0, None)
-            store.index()
-            report = _analyse(store, passes, clients.bootstrap_servers, input_snapshot, output_snapshot,
-                              spec, out_spec, check_order, max_samples)
-            if progress:
-                progress("matching ids", 1, 1)
-            return report
-        finally:
-            store.close()
+    input_snapshot, output_snapshot = _snapshots(clients, [input_topic, output_topic], retry_timeout_s)
+    with RecordStore.scratch(work_dir) as store:
+        for table in _COPY_TABLES:
+            store.create(table)
+        passes = {
+            "in_c": _scan(clients, input_snapshot, True, _ids(spec), store, "in_c", progress),
+            "in_u": _scan(clients, input_snapshot, False, _ids(spec), store, "in_u", progress),
+            "out_c": _scan(clients, output_snapshot, True, _ids(out_spec), store, "out_c", progress),
+            "out_u": _scan(clients, output_snapshot, False, _ids(out_spec), store, "out_u", progress),
+        }
+        if _no_id_anywhere(passes["in_c"]):
+            raise IdFieldError(
+                f"no record of {input_topic!r} has an id at {spec} (first: "
+                f"{passes['in_c'].first_unidentified}); choose --id-field key, json:<field> or "
+                "header:<name> to match how your records carry their id"
+            )
+        if progress:
+            progress("matching ids", 0, None)
+        _index_copy(store)
+        report = _analyse(store, passes, clients.bootstrap_servers, input_snapshot, output_snapshot,
+                          spec, out_spec, check_order, max_samples)
+        if progress:
+            progress("matching ids", 1, 1)
+        return report
+
+
+def _index_copy(store: RecordStore) -> None:
+    """Indexes and per-id counts, built once after loading (faster than indexing while inserting)."""
+    for table in _COPY_TABLES:
+        store.execute(f"CREATE INDEX {table}_by_id ON {table} (id)")
+        store.execute(f"CREATE INDEX {table}_by_pos ON {table} (part, off)")
+        store.execute(f"CREATE TABLE {table}_n (id BLOB PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID")
+        store.execute(f"INSERT INTO {table}_n SELECT id, COUNT(*) FROM {table} GROUP BY id")
 
 
 def _analyse(
-    store: _IdStore,
+    store: RecordStore,
     passes: dict[str, _PassResult],
     bootstrap: str,
     input_snapshot: _Snapshot,
@@ -419,76 +384,58 @@ def _analyse(
     }
     anomalies: dict[str, Anomaly] = {}
 
-    dup_from = "FROM out_c_n o JOIN in_c_n i ON i.id = o.id WHERE o.n > i.n"
-    anomalies["duplicates"] = Anomaly(
+    anomalies["duplicates"] = s.anomaly(
         "duplicates", "duplicate",
-        ids=s.scalar(f"SELECT COUNT(*) {dup_from}"),
-        records=s.scalar(f"SELECT SUM(o.n - i.n) {dup_from}"),
-        detection="an input id more often in the read_committed output than in the read_committed "
-                  "input; records = the extra copies",
-        samples=[{"id": _show_id(i), "output_copies": o, "input_copies": n}
-                 for i, o, n in s.rows(f"SELECT o.id, o.n, i.n {dup_from} ORDER BY o.id", max_samples)],
-    )
+        "an input id more often in the read_committed output than in the read_committed input; records = the "
+        "extra copies",
+        "FROM out_c_n o JOIN in_c_n i ON i.id = o.id WHERE o.n > i.n", records="o.n - i.n",
+        sample="o.id, o.n, i.n", order="o.id", max_samples=max_samples,
+        show=lambda raw, copies, inputs: {"id": show_id(raw), "output_copies": copies, "input_copies": inputs})
 
-    lost_from = "FROM in_c_n i LEFT JOIN out_c_n o ON o.id = i.id WHERE COALESCE(o.n, 0) < i.n"
-    lost_samples = []
-    for raw, expected, found in s.rows(f"SELECT i.id, i.n, COALESCE(o.n, 0) {lost_from} ORDER BY i.id", max_samples):
-        (written,) = s.db.execute("SELECT COUNT(*) FROM out_u WHERE id = ?", (raw,)).fetchone()
-        lost_samples.append({"id": _show_id(raw), "input_copies": expected, "output_copies": found,
-                             "written_but_not_committed": written - found})
-    never = "FROM in_c_n i WHERE NOT EXISTS (SELECT 1 FROM out_c_n o WHERE o.id = i.id)"
-    anomalies["lost_writes"] = Anomaly(
+    anomalies["lost_writes"] = s.anomaly(
         "lost writes", "lost-write",
-        ids=s.scalar(f"SELECT COUNT(*) {lost_from}"),
-        records=s.scalar(f"SELECT SUM(i.n - COALESCE(o.n, 0)) {lost_from}"),
-        detection="a read_committed input id missing from the read_committed output; "
-                  "'written_but_not_committed' counts its copies that only read_uncommitted sees "
-                  "(written in an aborted or still open transaction)",
-        samples=lost_samples,
-    )
+        "a read_committed input id missing from the read_committed output; 'written_but_not_committed' counts "
+        "its copies that only read_uncommitted sees (written in an aborted or still open transaction)",
+        "FROM in_c_n i LEFT JOIN out_c_n o ON o.id = i.id WHERE COALESCE(o.n, 0) < i.n",
+        records="i.n - COALESCE(o.n, 0)",
+        sample="i.id, i.n, COALESCE(o.n, 0), (SELECT COUNT(*) FROM out_u u WHERE u.id = i.id)", order="i.id",
+        max_samples=max_samples,
+        show=lambda raw, expected, found, written: {"id": show_id(raw), "input_copies": expected,
+                                                    "output_copies": found,
+                                                    "written_but_not_committed": written - found})
     uncommitted_lost = s.scalar(
-        f"SELECT COUNT(*) {never} AND EXISTS (SELECT 1 FROM out_u_n u WHERE u.id = i.id)")
+        "SELECT COUNT(*) FROM in_c_n i WHERE NOT EXISTS (SELECT 1 FROM out_c_n o WHERE o.id = i.id) "
+        "AND EXISTS (SELECT 1 FROM out_u_n u WHERE u.id = i.id)")
 
-    aborted_from = ("FROM out_c_n o JOIN in_u_n u ON u.id = o.id "
-                    "WHERE NOT EXISTS (SELECT 1 FROM in_c_n i WHERE i.id = o.id)")
-    anomalies["aborted_reads"] = Anomaly(
+    output_copies = {"records": "o.n", "sample": "o.id, o.n", "order": "o.id", "max_samples": max_samples,
+                     "show": lambda raw, copies: {"id": show_id(raw), "output_copies": copies}}
+    anomalies["aborted_reads"] = s.anomaly(
         "aborted reads", "aborted-read",
-        ids=s.scalar(f"SELECT COUNT(*) {aborted_from}"),
-        records=s.scalar(f"SELECT SUM(o.n) {aborted_from}"),
-        detection="a read_committed output record whose id the input has only under "
-                  "read_uncommitted: its input record belongs to an aborted or open transaction. "
-                  "Leaked records of aborted output transactions cannot be attributed by a consumer; "
-                  "they show up as duplicates or unexpected records",
-        samples=[{"id": _show_id(i), "output_copies": n}
-                 for i, n in s.rows(f"SELECT o.id, o.n {aborted_from} ORDER BY o.id", max_samples)],
-    )
-
-    unexpected_from = ("FROM out_c_n o WHERE NOT EXISTS (SELECT 1 FROM in_c_n i WHERE i.id = o.id) "
-                       "AND NOT EXISTS (SELECT 1 FROM in_u_n u WHERE u.id = o.id)")
-    anomalies["unexpected"] = Anomaly(
+        "a read_committed output record whose id the input has only under read_uncommitted: its input record "
+        "belongs to an aborted or open transaction. Leaked records of aborted output transactions cannot be "
+        "attributed by a consumer; they show up as duplicates or unexpected records",
+        "FROM out_c_n o JOIN in_u_n u ON u.id = o.id WHERE NOT EXISTS (SELECT 1 FROM in_c_n i WHERE i.id = o.id)",
+        **output_copies)
+    anomalies["unexpected"] = s.anomaly(
         "unexpected records", None,
-        ids=s.scalar(f"SELECT COUNT(*) {unexpected_from}"),
-        records=s.scalar(f"SELECT SUM(o.n) {unexpected_from}"),
-        detection="a read_committed output id that is nowhere in the input, under either isolation level",
-        samples=[{"id": _show_id(i), "output_copies": n}
-                 for i, n in s.rows(f"SELECT o.id, o.n {unexpected_from} ORDER BY o.id", max_samples)],
-    )
+        "a read_committed output id that is nowhere in the input, under either isolation level",
+        "FROM out_c_n o WHERE NOT EXISTS (SELECT 1 FROM in_c_n i WHERE i.id = o.id) "
+        "AND NOT EXISTS (SELECT 1 FROM in_u_n u WHERE u.id = o.id)",
+        **output_copies)
 
-    inconsistent = []
-    inconsistent_total = 0
-    for role, topic in (("in", input_snapshot.topic), ("out", output_snapshot.topic)):
-        from_ = (f"FROM {role}_c c LEFT JOIN {role}_u u ON u.part = c.part AND u.off = c.off "
-                 "WHERE u.id IS NULL OR u.id != c.id")
-        inconsistent_total += s.scalar(f"SELECT COUNT(*) {from_}")
-        inconsistent += [{"topic": topic, "partition": p, "offset": o, "read_committed_id": _show_id(c),
-                          "read_uncommitted_id": None if u is None else _show_id(u)}
-                         for p, o, c, u in s.rows(f"SELECT c.part, c.off, c.id, u.id {from_}", max_samples)]
-    anomalies["inconsistent_reads"] = Anomaly(
-        "inconsistent reads", None, ids=inconsistent_total, records=inconsistent_total,
-        detection="a read_committed record whose partition and offset hold another id (or nothing) "
-                  "under read_uncommitted",
-        samples=inconsistent[:max_samples],
-    )
+    topics = {"in": input_snapshot.topic, "out": output_snapshot.topic}
+    disagreeing = " UNION ALL ".join(
+        f"SELECT '{role}' AS role, c.part AS part, c.off AS off, c.id AS c_id, u.id AS u_id FROM {role}_c c "
+        f"LEFT JOIN {role}_u u ON u.part = c.part AND u.off = c.off WHERE u.id IS NULL OR u.id != c.id"
+        for role in topics)
+    anomalies["inconsistent_reads"] = s.anomaly(
+        "inconsistent reads", None,
+        "a read_committed record whose partition and offset hold another id (or nothing) under read_uncommitted",
+        f"FROM ({disagreeing})", records="1", sample="role, part, off, c_id, u_id", order="role, part, off",
+        max_samples=max_samples,
+        show=lambda role, part, off, c_id, u_id: {
+            "topic": topics[role], "partition": part, "offset": off, "read_committed_id": show_id(c_id),
+            "read_uncommitted_id": None if u_id is None else show_id(u_id)})
 
     anomalies["order_violations"] = _order_violations(s, check_order, max_samples)
 
@@ -515,7 +462,7 @@ def _analyse(
                         counts, anomalies, warnings)
 
 
-def _order_violations(s: _IdStore, check_order: bool, max_samples: int) -> Anomaly:
+def _order_violations(s: RecordStore, check_order: bool, max_samples: int) -> Anomaly:
     detection = ("within one output partition, a record from the same input partition as the record "
                  "before it but from an earlier input offset (ids unique in input and output only)")
     if not check_order:
@@ -526,13 +473,13 @@ def _order_violations(s: _IdStore, check_order: bool, max_samples: int) -> Anoma
               FROM out_c c JOIN in_c i ON i.id = c.id
               WHERE c.id IN (SELECT id FROM in_c_n WHERE n = 1) AND c.id IN (SELECT id FROM out_c_n WHERE n = 1))
         WHERE in_off < prev_in_off"""
-    count = s.scalar(f"SELECT COUNT(*) {inversions}")
-    samples = [{"id": _show_id(i), "output_partition": op, "output_offset": oo, "input_partition": ip,
-                "input_offset": io, "previous_input_offset": prev}
-               for op, oo, i, ip, io, prev in s.rows(
-                   f"SELECT out_part, out_off, id, in_part, in_off, prev_in_off {inversions} "
-                   "ORDER BY out_part, out_off", max_samples)]
-    return Anomaly("order violations", "nonmonotonic", count, count, detection, samples)
+    return s.anomaly(
+        "order violations", "nonmonotonic", detection, inversions, records="1",
+        sample="out_part, out_off, id, in_part, in_off, prev_in_off", order="out_part, out_off",
+        max_samples=max_samples,
+        show=lambda op, oo, raw, ip, io, prev: {"id": show_id(raw), "output_partition": op, "output_offset": oo,
+                                                "input_partition": ip, "input_offset": io,
+                                                "previous_input_offset": prev})
 
 
 # -- stateful shapes (``--shape``) ----------------------------------------------------------------
@@ -564,63 +511,30 @@ class EventTimeSpec:
         try:
             return float(text)
         except ValueError:
-            from datetime import datetime
-
             try:
                 return datetime.fromisoformat(text).timestamp()
             except ValueError:
                 raise _MissingId(f"event time {text!r} is neither epoch seconds nor ISO-8601") from None
 
 
-def _read_committed(clients: KafkaClients, topic: str, retry_timeout_s: float) -> list[ConsumedRecord]:
-    snapshot = retry_transient(lambda: _snapshot(clients, topic), f"end offsets of {topic}",
-                               max_delay_s=retry_timeout_s)
-    ranges = snapshot.ranges(read_committed=True)
-    if not ranges:
-        return []
+def _shape_inputs(spec: IdSpec, times: EventTimeSpec | None) -> RowOf:
+    """A shape's input row of a record: (key, partition, offset, event time or None)."""
+    if times is None:
+        return lambda record: (spec.extract(record), record.partition, record.offset, None)
+    return lambda record: (spec.extract(record), record.partition, record.offset, times.extract(record))
 
-    def read() -> list[ConsumedRecord]:
-        reader = clients.reader(read_committed=True)
+
+def _shape_outputs(spec: IdSpec, shape: str) -> RowOf:
+    """A shape's output row of a record: (key, partition, offset, count, window start, window end)."""
+    fields = shape_checks.output_fields(shape)
+
+    def row(record: ConsumedRecord) -> tuple[Any, ...]:
+        key = spec.extract(record)
         try:
-            return list(reader.read(ranges))
-        finally:
-            reader.close()
-
-    return retry_transient(read, f"reading {topic}", max_delay_s=retry_timeout_s)
-
-
-def _shape_inputs(records: list[ConsumedRecord], spec: IdSpec, times: EventTimeSpec | None,
-                  ) -> tuple[list[shape_checks.InputRecord], int, str | None]:
-    inputs, unidentified, first = [], 0, None
-    for record in records:
-        try:
-            key = _show_id(spec.extract(record))
-            inputs.append(shape_checks.InputRecord(key, times.extract(record) if times else None))
-        except _MissingId as missing:
-            unidentified += 1
-            first = first or f"{record.topic}-{record.partition}@{record.offset}: {missing}"
-    return inputs, unidentified, first
-
-
-def _shape_outputs(records: list[ConsumedRecord], spec: IdSpec, shape: str,
-                   ) -> tuple[list[shape_checks.OutputRecord], int, str | None]:
-    outputs, unidentified, first = [], 0, None
-    counted = shape not in ("dedup", "join")
-    windowed = shape.startswith("windowed")
-    for record in records:
-        try:
-            key = _show_id(spec.extract(record))
-            value = json.loads(record.value) if counted or windowed else None
-            output = shape_checks.OutputRecord(record.partition, record.offset, key, value)
-            if counted:
-                shape_checks.count_of(output)
-            if windowed:
-                shape_checks.window_of(output)
-            outputs.append(output)
-        except (_MissingId, ValueError, TypeError) as exc:
-            unidentified += 1
-            first = first or f"{record.topic}-{record.partition}@{record.offset}: {exc}"
-    return outputs, unidentified, first
+            return (key, record.partition, record.offset, *fields(record.value))
+        except (ValueError, TypeError) as exc:
+            raise _MissingId(str(exc)) from None
+    return row
 
 
 def check_right_input(shape: str | None, right_input_topic: str | None) -> None:
@@ -641,54 +555,53 @@ def verify_shape(
     right_input_topic: str | None = None,
     max_samples: int = 10,
     retry_timeout_s: float = 30.0,
+    work_dir: str | Path | None = None,
+    progress: ProgressCallback | None = None,
 ) -> shape_checks.ShapeReport:
     """Check ``output_topic`` by the invariant of a stateful query's ``shape``
     (:mod:`connectors.tools.shape_checks`): input keys at ``id_spec`` (both inputs of a join),
-    output keys at ``output_id_spec``, event times (windowed shapes) at ``event_time``. Both
-    topics are read with read_committed into memory: a key's records, not a batch of them, is
-    what a shape is checked on."""
+    output keys at ``output_id_spec``, event times (windowed shapes) at ``event_time``. Every topic
+    is read with read_committed by the copy check's streaming pass into a store in ``work_dir``
+    (default: the system's temporary directory), and checked there by SQL."""
     shape_checks.check_shape_name(shape)
     check_right_input(shape, right_input_topic)
     spec = id_spec if isinstance(id_spec, IdSpec) else IdSpec.parse(id_spec)
     out_spec = output_id_spec if isinstance(output_id_spec, IdSpec) else IdSpec.parse(output_id_spec)
     times = event_time if isinstance(event_time, EventTimeSpec) else EventTimeSpec.parse(event_time)
-    inputs, in_unidentified, in_first = _shape_inputs(
-        _read_committed(clients, input_topic, retry_timeout_s), spec, times if shape.startswith("windowed") else None)
-    right: list[shape_checks.InputRecord] = []
-    right_unidentified = 0
-    if right_input_topic is not None:
-        right, right_unidentified, _ = _shape_inputs(_read_committed(clients, right_input_topic, retry_timeout_s),
-                                                     spec, None)
-    outputs, out_unidentified, out_first = _shape_outputs(
-        _read_committed(clients, output_topic, retry_timeout_s), out_spec, shape)
-    if inputs == [] and in_unidentified:
-        raise IdFieldError(f"no record of {input_topic!r} has a key at {spec} (first: {in_first}); choose "
-                           "--id-field key, json:<field> or header:<name> to match how your records carry it")
-    if shape in ("running-count", "complete-count"):
-        result = shape_checks.running_counts(inputs, outputs, strictly=shape == "running-count",
-                                             max_samples=max_samples)
-    elif shape == "windowed-count":
-        result = shape_checks.windowed_counts(inputs, outputs, max_samples=max_samples)
-    elif shape == "windowed-running-count":
-        result = shape_checks.windowed_running_counts(inputs, outputs, max_samples=max_samples)
-    elif shape == "dedup":
-        result = shape_checks.deduplicated(inputs, outputs, max_samples=max_samples)
-    else:
-        result = shape_checks.joined(inputs, right, outputs, max_samples=max_samples)
+    inputs_of = _shape_inputs(spec, times if shape in shape_checks.WINDOWED_SHAPES else None)
+    topics = [input_topic, output_topic] + ([right_input_topic] if right_input_topic is not None else [])
+    input_snapshot, output_snapshot, *right_snapshot = _snapshots(clients, topics, retry_timeout_s)
+    with RecordStore.scratch(work_dir) as store:
+        shape_checks.create_tables(store)
+        inputs = _scan(clients, input_snapshot, True, inputs_of, store, shape_checks.INPUT, progress)
+        right = (_scan(clients, right_snapshot[0], True, _shape_inputs(spec, None), store, shape_checks.RIGHT,
+                       progress) if right_snapshot else _PassResult())
+        outputs = _scan(clients, output_snapshot, True, _shape_outputs(out_spec, shape), store, shape_checks.OUTPUT,
+                        progress)
+        if _no_id_anywhere(inputs):
+            raise IdFieldError(f"no record of {input_topic!r} has a key at {spec} (first: "
+                               f"{inputs.first_unidentified}); choose --id-field key, json:<field> or header:<name> "
+                               "to match how your records carry it")
+        if progress:
+            progress(f"checking the {shape} shape", 0, None)
+        result = shape_checks.check(store, shape, max_samples=max_samples)
+        input_keys, output_keys = shape_checks.key_counts(store)
+        if progress:
+            progress(f"checking the {shape} shape", 1, 1)
     counts = {
-        "input_records": len(inputs) + len(right),
-        "input_keys": len({r.key for r in inputs} | {r.key for r in right}),
-        "input_unidentified": in_unidentified + right_unidentified,
-        "output_records": len(outputs) + out_unidentified,
-        "output_keys": len({r.key for r in outputs}),
-        "output_unidentified": out_unidentified,
+        "input_records": inputs.records - inputs.unidentified + right.records - right.unidentified,
+        "input_keys": input_keys,
+        "input_unidentified": inputs.unidentified + right.unidentified,
+        "output_records": outputs.records,
+        "output_keys": output_keys,
+        "output_unidentified": outputs.unidentified,
     }
     warnings = list(result.warnings)
-    if in_unidentified:
-        warnings.append(f"{in_unidentified} input records have no key or event time where the options say "
-                        f"(first: {in_first}); they are not counted")
-    if out_unidentified:
-        warnings.append(f"{out_unidentified} output records cannot be read as the shape {shape} "
-                        f"(first: {out_first})")
+    if inputs.unidentified:
+        warnings.append(f"{inputs.unidentified} input records have no key or event time where the options say "
+                        f"(first: {inputs.first_unidentified}); they are not counted")
+    if outputs.unidentified:
+        warnings.append(f"{outputs.unidentified} output records cannot be read as the shape {shape} "
+                        f"(first: {outputs.first_unidentified})")
     return shape_checks.ShapeReport(clients.bootstrap_servers, input_topic, output_topic, str(spec), str(out_spec),
                                     counts, result.anomalies, warnings, shape=shape)
