@@ -674,13 +674,15 @@ def cmd_broker(args: argparse.Namespace) -> int:
     try:
         with find_broker(environ=environ, kafka_version=args.kafka_version) as broker:
             check_reachable(broker.bootstrap_servers)
+            out.print(f"Kafka at {broker.bootstrap_servers}: {broker.origin}", markup=False, highlight=False)
+            out.print("running until Ctrl-C or SIGTERM, which stop it", markup=False, highlight=False)
+            sys.stdout.flush()
+            # The file last: whoever waits for it (a script, CI) may stop the broker at once, and the
+            # lines above are then already out.
             if args.bootstrap_file is not None:
                 written = args.bootstrap_file.with_name(args.bootstrap_file.name + ".part")
                 written.write_text(broker.bootstrap_servers + "\n", encoding="utf-8")
                 written.replace(args.bootstrap_file)  # whole, or not there
-            out.print(f"Kafka at {broker.bootstrap_servers}: {broker.origin}", markup=False, highlight=False)
-            out.print("running until Ctrl-C or SIGTERM, which stop it", markup=False, highlight=False)
-            sys.stdout.flush()
             while True:
                 time.sleep(3600)
     except (_Stopped, KeyboardInterrupt):
