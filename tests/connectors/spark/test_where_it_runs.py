@@ -197,17 +197,20 @@ def spark(tmp_path_factory):
     pytest.importorskip("pyspark")
     from pyspark.sql import SparkSession
 
-    chosen = os.environ.pop("PYSPARK_PYTHON", None)  # as a job run without choosing one
+    # As a job run without choosing a Python, for the whole module: other modules of this process
+    # set PYSPARK_PYTHON, and register() leaves a Python the user chose alone (its workers would
+    # run python3 from PATH, whichever test ran first).
+    chosen = os.environ.pop("PYSPARK_PYTHON", None)
     try:
         session = (SparkSession.builder.master("local[2]").appName("kafka-eos-where-it-runs")
                    .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
                    .config("spark.local.dir", str(tmp_path_factory.mktemp("spark-local"))).getOrCreate())
+        session.sparkContext.setLogLevel("ERROR")
+        yield session
+        session.stop()
     finally:
         if chosen is not None:
             os.environ["PYSPARK_PYTHON"] = chosen
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 @pytest.mark.spark
