@@ -46,7 +46,7 @@ from connectors.kafka.sink.committable import KafkaCommittable
 from connectors.kafka.sink.committer import KafkaCommitter
 from connectors.kafka.sink.config import KafkaSinkConfig
 from connectors.kafka.kafka_errors import TransactionLostError
-from twophase.transaction_endings import EndRequest, end_transactions, settle
+from twophase.transaction_endings import EndRequest, end_transactions
 
 #: Kafka's last epoch before a rollover (Short.MAX_VALUE - 1); InitProducerId past it gives a new
 #: producer id.
@@ -112,9 +112,8 @@ def committable(transactional_id: str, identity: ProducerIdentity, records: int)
 
 def commit(committer: KafkaCommitter, committables: list[KafkaCommittable], checkpoint_id: int) -> None:
     """The lifecycle's commit of one checkpoint's transactions: the one loop, its retries and rule."""
-    endings = end_transactions([EndRequest(committer, checkpoint_id, c) for c in committables], commit=True,
-                               checkpoint_id=checkpoint_id)
-    settle(endings, commit=True, checkpoint_id=checkpoint_id)
+    end_transactions([EndRequest(committer, checkpoint_id, c) for c in committables], commit=True,
+                     checkpoint_id=checkpoint_id)
 
 
 def committer_for(bootstrap: str, prefix: str) -> KafkaCommitter:

@@ -35,6 +35,7 @@ from typing import Any, Mapping, Sequence
 from twophase.checkpoint_store import METADATA_FILE, FileCheckpointStore
 from twophase.errors import CorruptStatisticsError, InvalidValueError
 from twophase.state_versions import check_format_version
+from twophase.stored_checkpoints import StoredCheckpoints
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +254,7 @@ def _optional_int(value: Any) -> int | None:
 
 def statistics_ids(store: FileCheckpointStore) -> list[int]:
     """Ids of the stored checkpoints that have a statistics file, ascending."""
-    return sorted(set(store.checkpoint_ids()) & set(store.ids_with_file(STATISTICS_FILE)))
+    return sorted(set(StoredCheckpoints(store).ids()) & set(store.ids_with_file(STATISTICS_FILE)))
 
 
 def read_statistics(store: FileCheckpointStore, checkpoint_id: int) -> CheckpointStatistics | None:

@@ -26,7 +26,6 @@ from twophase.checkpoint import CompletedCheckpoint, JsonValue, wall_clock_ms
 from twophase.errors import (
     CheckpointAbortedError,
     CheckpointCommitError,
-    CheckpointExistsError,
     CheckpointFailureError,
     CheckpointTriggerError,
     IllegalStateError,
@@ -149,9 +148,9 @@ class CheckpointCoordinator:
             if savepoint_path is not None:
                 checkpoint = savepoints.load_savepoint(savepoint_path)
                 committed = savepoints.is_savepoint_committed(savepoint_path)
-                self._adopt_savepoint(checkpoint, committed, savepoint_path)
+                self._lifecycle().adopt_savepoint(checkpoint, committed=committed, origin=str(savepoint_path))
             else:
-                checkpoint, committed = self._lifecycle().stored_checkpoint()
+                checkpoint, committed = self._lifecycle().stored.newest_readable()
             if checkpoint is not None:
                 unknown = set(checkpoint.operator_states) - set(self._participants)
                 if unknown and not self._allow_non_restored_state:
@@ -174,21 +173,6 @@ class CheckpointCoordinator:
         restored_id = checkpoint.checkpoint_id if checkpoint else None
         self._next_id = max(self._next_id, self.store.next_checkpoint_id(), (restored_id or 0) + 1)
         self._restored = True
-
-    def _adopt_savepoint(self, checkpoint: CompletedCheckpoint, committed: bool,
-                         savepoint_path: str | Path) -> None:
-        """Put a savepoint into the store, so a failover after this restore returns to it."""
-        newer = [i for i in self.store.checkpoint_ids() if i > checkpoint.checkpoint_id]
-        if newer:
-            raise InvalidValueError(
-                f"checkpoint directory {str(self.store.directory)!r} holds checkpoints {newer} newer "
-                f"than savepoint {str(savepoint_path)!r} (checkpoint {checkpoint.checkpoint_id}); "
-                "restore a savepoint into a fresh checkpoint directory"
-            )
-        if checkpoint.checkpoint_id not in self.store.checkpoint_ids():
-            self.store.add(checkpoint)
-        if committed:
-            self.store.mark_committed(checkpoint.checkpoint_id)
 
     # -- triggering ------------------------------------------------------------------------------
 
@@ -302,13 +286,13 @@ class CheckpointCoordinator:
                 savepoints.write_savepoint(pending.savepoint_path, checkpoint)
             except OSError as exc:
                 raise self._abort(pending, f"writing the savepoint failed: {exc!r}") from exc
+        lifecycle = self._lifecycle()
         try:
-            self.last_commit = self._lifecycle().complete(checkpoint).timings
+            self.last_commit = lifecycle.complete(checkpoint).timings
         except failpoints.FailpointCrash:
             raise
         except OSError as exc:
-            # Stored or not is the store's to say: another writer's checkpoint of this id is not ours.
-            if isinstance(exc, CheckpointExistsError) or checkpoint.checkpoint_id not in self.store.checkpoint_ids():
+            if not lifecycle.stored_despite(checkpoint.checkpoint_id, exc):
                 raise self._abort(pending, f"storing the checkpoint failed: {exc!r}") from exc
             self._stored(pending, checkpoint)
             raise

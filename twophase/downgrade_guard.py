@@ -11,6 +11,7 @@ from __future__ import annotations
 from twophase.checkpoint_statistics import STATISTICS_FILE, decode_statistics
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.errors import CorruptCheckpointError, CorruptOwnerError, CorruptStatisticsError
+from twophase.stored_checkpoints import StoredCheckpoints
 
 
 def refuse_state_of_a_newer_kit(store: FileCheckpointStore) -> None:
@@ -22,7 +23,7 @@ def refuse_state_of_a_newer_kit(store: FileCheckpointStore) -> None:
         store.owner()
     except CorruptOwnerError:
         pass  # the owner's readers refuse it
-    stored = store.checkpoint_ids()  # reads the legacy counter too, where one is left
+    stored = StoredCheckpoints(store).ids()  # reads the legacy counter too, where one is left
     for checkpoint_id in stored[-1:]:
         try:
             store.load(checkpoint_id)

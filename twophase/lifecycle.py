@@ -1,14 +1,16 @@
-"""The commit lifecycle: the one place that reads the checkpoint store to decide what becomes of
-a checkpoint (commit, replay, abort) and what a (re)start does; every engine (the in-process
-coordinator, the Spark sink's driver) hands it what it knows and gets back what happened. It owns
-no thread and no clock, and keeps nothing between calls but its participants.
+"""The commit lifecycle: the one place that judges the checkpoint store, deciding what becomes of
+a checkpoint (commit, replay, abort), what a (re)start does and what a savepoint adds; every engine
+(the in-process coordinator, the Spark sink's driver) hands it what it knows and gets back what
+happened. It reads the store through its read-only view (:attr:`CommitLifecycle.stored`,
+``twophase/stored_checkpoints.py``), the one it lends those that only look. It owns no thread and
+no clock, and keeps nothing between calls but its participants.
 
 :meth:`CommitLifecycle.complete` carries out the decision in numbered steps (0: a stored checkpoint
 not confirmed committed is committed first, and a checkpoint at or below the newest stored one is
 a replay; then 1 store, 2 commit, 3 mark, 4 sweep, 5 record, 6 subsume).
 :meth:`CommitLifecycle.recover`: 1 commit the stored checkpoint, 2 abort lingering, 3 rewind.
-:meth:`CommitLifecycle.abort`: a stored checkpoint is committed, never aborted. The protocol, its
-crash windows and their failpoints: ``design/exactly-once-protocol.md``.
+:meth:`CommitLifecycle.abort_unless_stored`: a stored checkpoint is committed, never aborted. The
+protocol, its crash windows and their failpoints: ``design/exactly-once-protocol.md``.
 """
 
 from __future__ import annotations
@@ -29,9 +31,16 @@ from twophase.checkpoint_statistics import (
     record_statistics,
 )
 from twophase.checkpoint_store import FileCheckpointStore
-from twophase.errors import CheckpointCommitError, UnrecoverableCommitError
+from twophase.errors import (
+    CheckpointExistsError,
+    InvalidValueError,
+    LostTransaction,
+    TransactionLostError,
+    UnrecoverableCommitError,
+)
 from twophase.participants import CheckpointParticipant, CommittingParticipant, RestoredState
-from twophase.transaction_endings import EndRequest, Ending, EndingOutcome, end_transactions, ended_transactions, settle
+from twophase.stored_checkpoints import StoredCheckpoints
+from twophase.transaction_endings import EndRequest, Ending, end_transactions, ended_transactions
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +75,8 @@ class Abandonment(str, Enum):
 class CommitLifecycle:
     def __init__(self, store: FileCheckpointStore, participants: Sequence[CheckpointParticipant]) -> None:
         self.store = store
+        #: What the store holds, read-only: for those that look without deciding.
+        self.stored = StoredCheckpoints(store)
         self.participants = list(participants)
         self.committers = [p for p in self.participants if isinstance(p, CommittingParticipant)]
 
@@ -80,7 +91,7 @@ class CommitLifecycle:
         # 0. A stored checkpoint's transactions are committed before anything else (whoever gets
         # there first: a crash after storing it leaves that to the next process); and a checkpoint
         # at or below the newest stored one is a replay of a decided checkpoint.
-        newest, committed = self.stored_checkpoint()
+        newest, committed = self.stored.newest_readable()
         if newest is not None and not committed:
             self.commit_stored(newest)
         if newest is not None and checkpoint_id <= newest.checkpoint_id:
@@ -94,9 +105,7 @@ class CommitLifecycle:
         requests = self._requests(checkpoint)
         if requests:
             failpoints.hit(failpoints.BEFORE_COMMIT, checkpoint_id=checkpoint_id)
-        endings = end_transactions(requests, commit=True, checkpoint_id=checkpoint_id, after_first=lambda: failpoints.hit(
-            failpoints.MID_COMMIT, checkpoint_id=checkpoint_id))
-        self._settle_commit(checkpoint_id, requests, endings, first_attempt=True)
+        endings = self._end_commit(checkpoint_id, requests, first_attempt=True)
         committed_at = time.monotonic()
         # 3. mark.
         self.store.mark_committed(checkpoint_id)
@@ -116,6 +125,12 @@ class CommitLifecycle:
         self.store.subsume(newest=checkpoint_id)
         return Completion(checkpoint_id, timings)
 
+    def stored_despite(self, checkpoint_id: int, error: OSError) -> bool:
+        """Whether checkpoint ``checkpoint_id`` is this engine's stored decision although
+        :meth:`complete` failed with ``error`` on the store: a failed write may still have landed,
+        so the store's listing says; another writer's checkpoint of this id is not ours."""
+        return not isinstance(error, CheckpointExistsError) and self.stored.is_listed(checkpoint_id)
+
     def abort_best_effort(self, checkpoint_id: int, states: Mapping[str, JsonValue]) -> None:
         """:meth:`abort_transactions`, logging a failure instead of raising it: for transactions
         of a checkpoint that is not committed now (a replay's, tasks' under a wrong id); the sweep
@@ -130,17 +145,23 @@ class CommitLifecycle:
 
     # -- recover ---------------------------------------------------------------------------------
 
-    def stored_checkpoint(self) -> tuple[CompletedCheckpoint | None, bool]:
-        """The newest stored checkpoint (None: nothing stored) and whether the store confirms its
-        commit."""
-        newest = self.store.latest()
-        return newest, newest is not None and self.store.is_committed(newest.checkpoint_id)
-
-    def newest_stored_id(self) -> int | None:
-        """The newest checkpoint id the store lists, readable or not (None: nothing stored): what
-        a guard compares an engine's own log against."""
-        ids = self.store.checkpoint_ids()
-        return ids[-1] if ids else None
+    def adopt_savepoint(self, checkpoint: CompletedCheckpoint, *, committed: bool, origin: str) -> None:
+        """Put a savepoint's checkpoint (read from ``origin``) into the store, marked committed if
+        ``committed``, so a failover after a restore from it returns to it. Refused (InvalidValueError)
+        where the store holds newer checkpoints: their decisions would outrank the savepoint's."""
+        checkpoint_id = checkpoint.checkpoint_id
+        listed = self.stored.ids()
+        newer = [i for i in listed if i > checkpoint_id]
+        if newer:
+            raise InvalidValueError(
+                f"checkpoint directory {str(self.store.directory)!r} holds checkpoints {newer} newer "
+                f"than savepoint {origin!r} (checkpoint {checkpoint_id}); restore a savepoint into a fresh "
+                "checkpoint directory"
+            )
+        if checkpoint_id not in listed:
+            self.store.add(checkpoint)
+        if committed:
+            self.store.mark_committed(checkpoint_id)
 
     def recover_where_due(self, next_checkpoint_id: int | None, *, run_starts: bool) -> int | None:
         """The recovery, where it is due before the participants of checkpoint
@@ -152,7 +173,7 @@ class CommitLifecycle:
         interrupted its commit) or a replayed one (``next_checkpoint_id`` is stored already). An
         engine whose run crashed before storing anything leaves what lingers to the sweep after its
         first commit."""
-        newest, committed = self.stored_checkpoint()
+        newest, committed = self.stored.newest_readable()
         replay = newest is not None and next_checkpoint_id is not None and next_checkpoint_id <= newest.checkpoint_id
         if run_starts or (newest is not None and not committed) or replay:
             self.recover(newest, committed=committed)
@@ -192,8 +213,7 @@ class CommitLifecycle:
         log.info("checkpoint %d is stored but not confirmed committed: committing its %d transaction(s) again",
                  checkpoint_id, len(requests))
         started = time.monotonic()
-        endings = end_transactions(requests, commit=True, checkpoint_id=checkpoint_id)
-        self._settle_commit(checkpoint_id, requests, endings, first_attempt=False)
+        endings = self._end_commit(checkpoint_id, requests, first_attempt=False)
         took = time.monotonic() - started
         log.info("checkpoint %d: re-committed %d transaction(s) on restore (%.0f ms): %s", checkpoint_id,
                  len(requests), _ms(took), ", ".join(ended_transactions(endings)) or "none with records")
@@ -203,30 +223,32 @@ class CommitLifecycle:
 
     # -- abort -----------------------------------------------------------------------------------
 
-    def abort(self, checkpoint_id: int, states: Mapping[str, JsonValue]) -> bool:
-        """An engine gave up on ``checkpoint_id``, whose participants pre-committed ``states``.
+    def abort_unless_stored(self, checkpoint_id: int, states: Mapping[str, JsonValue]) -> bool:
+        """An engine gave up on ``checkpoint_id``, whose participants pre-committed ``states``:
+        returns whether it was stored, and so committed rather than aborted.
 
         A stored checkpoint's transactions are committed, never aborted: if it is not confirmed
         committed yet it is committed now, and True is returned. Otherwise every transaction
-        pre-committed for it that the states name is aborted (by the rule of ``transaction_endings.py``) and False is
-        returned."""
-        if checkpoint_id in self.store.checkpoint_ids():
-            if not self.store.is_committed(checkpoint_id):
+        pre-committed for it that the states name is aborted (by the rule of
+        ``transaction_endings.py``) and False is returned."""
+        if self.stored.is_listed(checkpoint_id):
+            if not self.stored.is_committed(checkpoint_id):
                 self.commit_stored(self.store.load(checkpoint_id))
             return True
         self.abort_transactions(checkpoint_id, states)
         return False
 
     def abandon(self, checkpoint_id: int, states: Mapping[str, JsonValue]) -> Abandonment:
-        """:meth:`abort` for an engine that reports its own failure and wants none of ours (Spark);
+        """:meth:`abort_unless_stored` for an engine that reports its own failure and wants none of
+        ours (Spark);
         never raises. A checkpoint never stored then has the lingering transactions swept too:
         what its tasks left open without the engine passing on their acknowledgement."""
         try:
-            stored = self.abort(checkpoint_id, states)
+            stored = self.abort_unless_stored(checkpoint_id, states)
         except failpoints.FailpointCrash:
             raise
         except Exception as exc:
-            if checkpoint_id in self.store.checkpoint_ids():
+            if self.stored.is_listed(checkpoint_id):
                 log.warning("checkpoint %d failed after it was stored: its transactions are committed, not aborted; "
                             "committing them here failed (%r), the next recovery does", checkpoint_id, exc)
             else:
@@ -245,11 +267,12 @@ class CommitLifecycle:
     def abort_transactions(self, checkpoint_id: int, states: Mapping[str, JsonValue]) -> None:
         """Abort every transaction pre-committed for ``checkpoint_id`` that ``states`` name, by a
         process that will not commit them (by that rule). Only for transactions no stored
-        checkpoint holds: :meth:`abort` decides that."""
-        requests = [EndRequest(p.committer, cid, c) for p in self.committers if states.get(p.name) is not None
-                    for cid, c in p.committables(checkpoint_id, states[p.name]) if cid == checkpoint_id]
-        settle(end_transactions(requests, commit=False, checkpoint_id=checkpoint_id),
-               commit=False, checkpoint_id=checkpoint_id)
+        checkpoint holds: :meth:`abort_unless_stored` decides that."""
+        requests = [EndRequest(p.committer, pre_committed_for, committable) for p in self.committers
+                    if states.get(p.name) is not None
+                    for pre_committed_for, committable in p.committables(checkpoint_id, states[p.name])
+                    if pre_committed_for == checkpoint_id]
+        end_transactions(requests, commit=False, checkpoint_id=checkpoint_id)
 
     def sweep(self, checkpoint_id: int | None) -> list[str]:
         """Abort every lingering transaction of the sinks (none of theirs may be open now: the
@@ -259,26 +282,24 @@ class CommitLifecycle:
     # -- the steps' parts ------------------------------------------------------------------------
 
     def _requests(self, checkpoint: CompletedCheckpoint) -> list[EndRequest]:
-        return [EndRequest(p.committer, cid, c) for p in self.committers
-                for cid, c in p.committables(checkpoint.checkpoint_id, checkpoint.state_of(p.name))]
+        return [EndRequest(p.committer, pre_committed_for, committable) for p in self.committers
+                for pre_committed_for, committable in p.committables(checkpoint.checkpoint_id,
+                                                                      checkpoint.state_of(p.name))]
 
-    def _settle_commit(self, checkpoint_id: int, requests: list[EndRequest], endings: list[Ending],
-                       first_attempt: bool) -> None:
-        """The rule's step 3 for a commit: a loss is recorded and raised; another failure of a
-        checkpoint's first commit is a CheckpointCommitError (stored, not confirmed: restore to
-        commit it again)."""
+    def _end_commit(self, checkpoint_id: int, requests: list[EndRequest], first_attempt: bool) -> list[Ending]:
+        """Commit ``requests`` of stored checkpoint ``checkpoint_id`` (the first one alone, then the
+        rest: failpoint ``mid_commit`` between, on the first attempt); a loss is recorded and
+        raised, and another failure of the first attempt is a CheckpointCommitError (stored, not
+        confirmed: restore to commit it again)."""
+        mid_commit = (lambda: failpoints.hit(failpoints.MID_COMMIT, checkpoint_id=checkpoint_id)) \
+            if first_attempt else None
         try:
-            settle(endings, commit=True, checkpoint_id=checkpoint_id)
-        except UnrecoverableCommitError:
-            self._record(checkpoint_id, CheckpointOutcome.LOST, requests, endings, None, ())
+            return end_transactions(requests, commit=True, checkpoint_id=checkpoint_id, after_first=mid_commit,
+                                    first_commit_of_stored=first_attempt)
+        except UnrecoverableCommitError as exc:
+            self._record(checkpoint_id, CheckpointOutcome.LOST, requests, [], None, (),
+                         lost=exc.lost if isinstance(exc, TransactionLostError) else ())
             raise
-        except (failpoints.FailpointCrash, CheckpointCommitError):
-            raise
-        except Exception as exc:
-            if not first_attempt:
-                raise
-            failed = next(i for i, e in enumerate(endings) if e.outcome in (EndingOutcome.FAILED, EndingOutcome.RETRY_LATER))
-            raise CheckpointCommitError(checkpoint_id, requests[failed].committer.name, exc) from exc
 
     def _sweep(self, checkpoint_id: int | None, requests: list[EndRequest],
                participants: Sequence[CommittingParticipant[Any]], failing: bool = False) -> list[str] | None:
@@ -288,7 +309,6 @@ class CommitLifecycle:
         try:
             lingering, unlisted = self._lingering(checkpoint_id, requests, participants)
             endings = end_transactions(lingering, commit=False, checkpoint_id=checkpoint_id)
-            settle(endings, commit=False, checkpoint_id=checkpoint_id)
             if unlisted:
                 raise unlisted[0]
         except failpoints.FailpointCrash:
@@ -317,7 +337,8 @@ class CommitLifecycle:
             committer = participant.committer
             keep = [r.committable for r in requests if r.committer is committer]
             try:
-                lingering += [EndRequest(committer, cid, c) for cid, c in committer.lingering_transactions(keep)]
+                lingering += [EndRequest(committer, pre_committed_for, committable)
+                              for pre_committed_for, committable in committer.lingering_transactions(keep)]
             except failpoints.FailpointCrash:
                 raise
             except Exception as exc:
@@ -327,14 +348,17 @@ class CommitLifecycle:
         return lingering, unlisted
 
     def _record(self, checkpoint_id: int, outcome: CheckpointOutcome, requests: list[EndRequest],
-                endings: list[Ending], timings: CommitTimings | None, lingering: Sequence[str]) -> None:
+                endings: list[Ending], timings: CommitTimings | None, lingering: Sequence[str], *,
+                lost: Sequence[LostTransaction] = ()) -> None:
+        """Record the checkpoint's statistics; ``lost``: the transactions a commit lost (beside
+        those ``endings`` carry)."""
         parts = [f for f in (p.committer.figures([r.committable for r in requests if r.committer is p.committer])
                              for p in self.committers) if f is not None]
         if not parts:
             return
-        lost = tuple(LostTransactionRecord(t.transactional_id, t.record_count, t.producer_id, t.producer_epoch,
-                                           tuple(t.partitions))
-                     for t in (e.lost for e in endings if e.lost is not None))
+        losses = [e.lost for e in endings if e.lost is not None] + list(lost)
+        lost_records = tuple(LostTransactionRecord(t.transactional_id, t.record_count, t.producer_id,
+                                                   t.producer_epoch, tuple(t.partitions)) for t in losses)
         figures = CommitFigures.sum(parts)
-        record_statistics(self.store, checkpoint_id, outcome=outcome, figures=replace(figures, lost=lost),
+        record_statistics(self.store, checkpoint_id, outcome=outcome, figures=replace(figures, lost=lost_records),
                           timings=timings, lingering_aborted=lingering)

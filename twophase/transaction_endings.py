@@ -4,8 +4,8 @@ committer contract (:class:`TransactionCommitter`, Flink's ``Committer``), whose
 :class:`Ending` per transaction. Three names, three layers: the **loop** runs **attempts**
 (``attempt_endings``), and the Kafka committer makes an attempt as **EndTxn rounds**
 (``TransactionControl.end_txn_round``). The outcomes and the rule that follows a failure (steps
-1-4 below, in :func:`end_transactions` and :func:`settle`): ``design/exactly-once-protocol.md``,
-"Ending transactions".
+1-4 below, all in :func:`end_transactions`, which settles what it ended before it returns):
+``design/exactly-once-protocol.md``, "Ending transactions".
 """
 
 from __future__ import annotations
@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Sequence, TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_exponential, wait_random
 
-from twophase.errors import IllegalStateError, LostTransaction, TransactionLostError
+from twophase.errors import (
+    CheckpointCommitError,
+    IllegalStateError,
+    LostTransaction,
+    TransactionLostError,
+    UnrecoverableCommitError,
+)
 
 if TYPE_CHECKING:
     from twophase.checkpoint_statistics import CommitFigures
@@ -112,12 +118,16 @@ class EndRequest:
 
 
 def end_transactions(requests: Sequence[EndRequest], *, commit: bool, checkpoint_id: int | None,
-                     after_first: Callable[[], None] | None = None) -> list[Ending]:
+                     after_first: Callable[[], None] | None = None,
+                     first_commit_of_stored: bool = False) -> list[Ending]:
     """End every request: 1. every transaction is attempted, whatever becomes of the others; 2. those
     that answered ``RETRY_LATER`` are attempted again, together, with jittered exponential backoff,
-    until each has another outcome or the committers' ``retry_timeout_s`` passed. Returns each
-    one's last :class:`Ending`, in order. ``after_first``: called once the first request had its first
-    attempt, before the others have theirs (the ``mid_commit`` failpoint's place)."""
+    until each has another outcome or the committers' ``retry_timeout_s`` passed; 3. what did not
+    end is raised (:func:`_settle`). Returns each one's :class:`Ending`, in order, once all ended.
+    ``after_first``: called once the first request had its first attempt, before the others have
+    theirs (the ``mid_commit`` failpoint's place). ``first_commit_of_stored``: the first commit of
+    a checkpoint just stored, whose failure (other than a loss) is a CheckpointCommitError naming
+    the participant: stored, not confirmed, so a restore commits it again."""
     endings: list[Ending | None] = [None] * len(requests)
     action = "commit" if commit else "abort"
     bound_s = max((r.committer.retry_timeout_s for r in requests), default=0.0)
@@ -156,19 +166,23 @@ def end_transactions(requests: Sequence[EndRequest], *, commit: bool, checkpoint
     if requests:
         Retrying(retry=retry_if_result(bool), stop=stop_after_delay(bound_s), wait=_WAIT, before_sleep=before_sleep,
                  retry_error_callback=lambda state: state.outcome.result() if state.outcome else None)(attempt_pending)
-    return [_ending(endings, i) for i in range(len(requests))]
+    ended = [_ending(endings, i) for i in range(len(requests))]
+    _settle(requests, ended, commit=commit, checkpoint_id=checkpoint_id, first_commit_of_stored=first_commit_of_stored)
+    return ended
 
 
-def settle(endings: Sequence[Ending], *, commit: bool, checkpoint_id: int | None) -> None:
+def _settle(requests: Sequence[EndRequest], endings: Sequence[Ending], *, commit: bool, checkpoint_id: int | None,
+            first_commit_of_stored: bool) -> None:
     """3. Raise for what did not end: one :class:`~twophase.errors.TransactionLostError` naming every
-    loss, else the first failure, after a line for each. (4. A crash stops the loop where it is:
-    the stored decision covers what it leaves half done.)"""
+    loss, else the first failure (a CheckpointCommitError around it on a stored checkpoint's first
+    commit), after a line for each. (4. A crash stops the loop where it is: the stored decision
+    covers what it leaves half done.)"""
     action = "commit" if commit else "abort"
     lost = [e for e in endings if e.outcome is EndingOutcome.LOST]
-    failed = [e for e in endings if e.outcome in (EndingOutcome.FAILED, EndingOutcome.RETRY_LATER)]
-    for ending in failed:
+    failed = [i for i, e in enumerate(endings) if e.outcome in (EndingOutcome.FAILED, EndingOutcome.RETRY_LATER)]
+    for i in failed:
         log.error("checkpoint %s: %s of transaction %s did not end: %r", checkpoint_id, action,
-                  ending.transaction, ending.error)
+                  endings[i].transaction, endings[i].error)
     if lost:
         ended = sum(1 for e in endings if e.outcome is EndingOutcome.ENDED and e.transaction is not None)
         error = TransactionLostError.for_checkpoint(
@@ -176,8 +190,11 @@ def settle(endings: Sequence[Ending], *, commit: bool, checkpoint_id: int | None
         log.error("checkpoint %s: %s", checkpoint_id, error)
         raise error
     if failed:
-        first = failed[0].error
+        first = endings[failed[0]].error
         assert first is not None
+        if first_commit_of_stored and checkpoint_id is not None \
+                and not isinstance(first, (CheckpointCommitError, UnrecoverableCommitError)):
+            raise CheckpointCommitError(checkpoint_id, requests[failed[0]].committer.name, first) from first
         raise first
 
 

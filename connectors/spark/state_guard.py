@@ -38,7 +38,7 @@ from twophase.downgrade_guard import refuse_state_of_a_newer_kit
 from twophase.state_owner import StateOwner
 from twophase.state_versions import newer_state_error
 from twophase.errors import CorruptCheckpointError, InvalidValueError
-from twophase.lifecycle import CommitLifecycle
+from twophase.stored_checkpoints import StoredCheckpoints
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def check_state_readable(store: FileCheckpointStore) -> None:
     legacy counter (``twophase.downgrade_guard``), or a Kafka transaction handle of the
     newest checkpoint (its ``v``). Only reads."""
     refuse_state_of_a_newer_kit(store)
-    newest = CommitLifecycle(store, ()).newest_stored_id()
+    newest = StoredCheckpoints(store).newest_listed_id()
     for checkpoint_id in () if newest is None else (newest,):
         try:
             checkpoint = store.load(checkpoint_id)
@@ -131,7 +131,7 @@ def _bind(store: FileCheckpointStore, wanted: StateOwner, last_committed: int | 
     recorded = store.owner()
     if recorded is not None and not recorded.same_owner_as(wanted):
         raise _refuse_foreign(store, recorded, wanted)
-    newest = CommitLifecycle(store, ()).newest_stored_id()
+    newest = StoredCheckpoints(store).newest_listed_id()
     covered_by = [] if newest is None else [newest]
     if recorded is not None and recorded.adopted_through is not None:
         covered_by.append(recorded.adopted_through)

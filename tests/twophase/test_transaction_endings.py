@@ -11,10 +11,10 @@ from kafka_testkit.memory_system import ListSource, MemorySink, MemoryTransactio
 from twophase import failpoints
 from twophase.checkpoint_store import FileCheckpointStore
 from twophase.coordinator import CheckpointConfig, CheckpointCoordinator
-from twophase.errors import FailpointCrash, LostTransaction, TransactionLostError
+from twophase.errors import CheckpointCommitError, FailpointCrash, LostTransaction, TransactionLostError
 from twophase.participants import CommittingParticipant
 from twophase.pipeline import LocalPipeline
-from twophase.transaction_endings import EndRequest, Ending, EndingOutcome, TransactionCommitter, end_transactions, settle
+from twophase.transaction_endings import EndRequest, Ending, EndingOutcome, TransactionCommitter, end_transactions
 
 
 @pytest.fixture(autouse=True)
@@ -68,7 +68,6 @@ def test_each_transaction_gets_one_outcome_and_the_ended_ones_raise_nothing():
     endings = end_transactions(requests(participant, "a", "b"), commit=True, checkpoint_id=1)
     assert [e.outcome for e in endings] == [EndingOutcome.ENDED, EndingOutcome.ENDED]
     assert participant.calls == [["a", "b"]]  # one attempt for all, together
-    settle(endings, commit=True, checkpoint_id=1)
 
 
 def test_retry_later_is_retried_alone_until_it_ends():
@@ -80,25 +79,30 @@ def test_retry_later_is_retried_alone_until_it_ends():
 
 def test_retry_later_past_the_bound_raises_its_error_after_every_other_ended():
     participant = Scripted({"a": ["retry"]}, retry_timeout_s=0.2)
-    endings = end_transactions(requests(participant, "a", "b"), commit=True, checkpoint_id=1)
-    assert [e.outcome for e in endings] == [EndingOutcome.RETRY_LATER, EndingOutcome.ENDED]
     with pytest.raises(ConnectionError, match="a: broker away"):
-        settle(endings, commit=True, checkpoint_id=1)
+        end_transactions(requests(participant, "a", "b"), commit=True, checkpoint_id=1)
+    assert participant.calls[0] == ["a", "b"] and all(call == ["a"] for call in participant.calls[1:])
 
 
 def test_a_failure_stops_nothing_and_the_first_is_raised():
     participant = Scripted({"a": ["failed"], "c": ["failed"]})
-    endings = end_transactions(requests(participant, "a", "b", "c"), commit=False, checkpoint_id=1)
-    assert [e.outcome for e in endings] == [EndingOutcome.FAILED, EndingOutcome.ENDED, EndingOutcome.FAILED]
     with pytest.raises(PermissionError, match="a: refused"):
-        settle(endings, commit=False, checkpoint_id=1)
+        end_transactions(requests(participant, "a", "b", "c"), commit=False, checkpoint_id=1)
+    assert participant.calls == [["a", "b", "c"]]  # b ended: a failure is not retried and stops nothing
+
+
+def test_a_failure_of_a_stored_checkpoints_first_commit_names_its_participant():
+    participant = Scripted({"b": ["failed"]})
+    with pytest.raises(CheckpointCommitError, match="participant 'scripted'") as failed:
+        end_transactions(requests(participant, "a", "b"), commit=True, checkpoint_id=1, first_commit_of_stored=True)
+    assert isinstance(failed.value.__cause__, PermissionError) and failed.value.checkpoint_id == 1
 
 
 def test_every_loss_is_in_one_error_which_counts_the_others_that_ended():
     participant = Scripted({"a": ["lost"], "b": ["failed"], "d": ["lost"]})
-    endings = end_transactions(requests(participant, "a", "b", "c", "d"), commit=True, checkpoint_id=7)
     with pytest.raises(TransactionLostError) as lost:
-        settle(endings, commit=True, checkpoint_id=7)
+        end_transactions(requests(participant, "a", "b", "c", "d"), commit=True, checkpoint_id=7,
+                         first_commit_of_stored=True)
     assert lost.value.transactional_ids == ("a", "d") and lost.value.checkpoint_id == 7
     assert "its other 1 transaction did commit" in str(lost.value)
 

@@ -245,7 +245,8 @@ def test_restore_recommits_kept_and_aborts_only_own_writer_and_prefix(fake, tmp_
     assert visible(fake) == []
     recover(make_sink(fake, writer=1, fresh_start=False), RestoredState(1, sibling_state, committed=False))
     # The other job gives up on its checkpoint 1, never stored.
-    CommitLifecycle(FileCheckpointStore(tmp_path / "other"), [other_job]).abort(1, {other_job.name: other_state})
+    CommitLifecycle(FileCheckpointStore(tmp_path / "other"), [other_job]).abort_unless_stored(
+        1, {other_job.name: other_state})
     assert visible(fake) == [b"mine", b"sibling"]
 
 
