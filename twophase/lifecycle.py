@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, Mapping, Sequence
@@ -47,6 +48,17 @@ log = logging.getLogger(__name__)
 
 def _ms(seconds: float) -> float:
     return seconds * 1000
+
+
+_warned: set[str] = set()
+
+
+def _renamed(old: str, new: str) -> None:
+    """One DeprecationWarning per old name and process, at its caller's line."""
+    if old not in _warned:
+        _warned.add(old)
+        warnings.warn(f"{old} is renamed {new}; the old name is removed in the release after 0.2.0",
+                      DeprecationWarning, stacklevel=3)
 
 
 @dataclass(frozen=True)
@@ -278,6 +290,25 @@ class CommitLifecycle:
         """Abort every lingering transaction of the sinks (none of theirs may be open now: the
         engine says so); returns their ids. Failures are logged: the next sweep retries."""
         return self._sweep(checkpoint_id, [], self.committers) or []
+
+    # -- the names of 0.1.0, for one release ----------------------------------------------------
+
+    def abort(self, checkpoint_id: int, states: Mapping[str, JsonValue]) -> bool:
+        """Deprecated (0.1.0's name, removed after 0.2.0): :meth:`abort_unless_stored`, which may
+        commit, as its name now says."""
+        _renamed("CommitLifecycle.abort", "CommitLifecycle.abort_unless_stored")
+        return self.abort_unless_stored(checkpoint_id, states)
+
+    def stored_checkpoint(self) -> tuple[CompletedCheckpoint | None, bool]:
+        """Deprecated (0.1.0's name, removed after 0.2.0): ``stored.newest_readable()``."""
+        _renamed("CommitLifecycle.stored_checkpoint", "CommitLifecycle.stored.newest_readable")
+        return self.stored.newest_readable()
+
+    def newest_stored_id(self) -> int | None:
+        """Deprecated (0.1.0's name, removed after 0.2.0): ``stored.newest_listed_id()``, the
+        newest listed id, readable or not."""
+        _renamed("CommitLifecycle.newest_stored_id", "CommitLifecycle.stored.newest_listed_id")
+        return self.stored.newest_listed_id()
 
     # -- the steps' parts ------------------------------------------------------------------------
 
