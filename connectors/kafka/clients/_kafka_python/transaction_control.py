@@ -140,6 +140,10 @@ class KafkaPythonTransactionControl:
         #: The clients by lane, each with its own connections; lane 0 serves every call, the
         #: others only the lanes of a large EndTxn round (``end_txn_round``), made when one needs them.
         self._admins: dict[int, KafkaAdminClient] = {}
+        #: The threads that run a large round's lanes side by side, kept from round to round like
+        #: the lanes' clients: starting 32 threads for each round cost the driver up to 0.4 s of a
+        #: 1,000-transaction round where the brokers share its cores (bench/commit_round.py).
+        self._round_workers: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -199,12 +203,19 @@ class KafkaPythonTransactionControl:
         if lanes <= 1:
             return self._end_txns_on(0, list(transactions), commit)
         dealt = [list(transactions[lane::lanes]) for lane in range(lanes)]
-        with ThreadPoolExecutor(lanes, thread_name_prefix="kafka-eos-end-txn") as workers:
-            rounds = list(workers.map(lambda lane: self._end_txns_on(lane, dealt[lane], commit), range(lanes)))
+        rounds = list(self._workers().map(lambda lane: self._end_txns_on(lane, dealt[lane], commit), range(lanes)))
         results: dict[str, KafkaConnectorError | None] = {}
         for outcome in rounds:
             results.update(outcome)
         return {transactional_id: results[transactional_id] for transactional_id, _ in transactions}
+
+    def _workers(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._closed:
+                raise KafkaConnectorError("transaction control: used after close()")
+            if self._round_workers is None:
+                self._round_workers = ThreadPoolExecutor(ROUND_CONNECTIONS, thread_name_prefix="kafka-eos-end-txn")
+            return self._round_workers
 
     def _end_txns_on(
         self, lane: int, transactions: list[tuple[str, ProducerIdentity]], commit: bool
@@ -406,5 +417,8 @@ class KafkaPythonTransactionControl:
         with self._lock:
             self._closed = True
             admins, self._admins = list(self._admins.values()), {}
+            workers, self._round_workers = self._round_workers, None
+        if workers is not None:
+            workers.shutdown(wait=True)
         for admin in admins:
             admin.close()
