@@ -42,7 +42,7 @@ SPARK_API = ("org.apache.spark:spark-sql_2.13:4.0.0", "org.apache.spark:spark-ca
              "org.apache.spark:spark-common-utils_2.13:4.0.0",
              "org.apache.spark:spark-unsafe_2.13:4.0.0",
              "org.scala-lang:scala-library:2.13.16",
-             # Spark's logging API, which every Spark 4 ships (WriteTasks' one warning).
+             # Spark's logging API, which every Spark 4 ships (WritePlanning' one warning).
              "org.slf4j:slf4j-api:2.0.16")
 
 

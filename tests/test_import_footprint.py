@@ -53,7 +53,7 @@ def test_the_librdkafka_clients_import_no_kafka_python_until_an_error_is_classif
     # Every Python process of a query (each task worker, the source runner, the read planning)
     # imports the librdkafka clients; kafka-python's package costs ~0.1 s to import in each.
     statement = ("import connectors.kafka.clients._confluent.backend, connectors.spark.datasource_readers, "
-                 "connectors.spark.write_task")
+                 "connectors.spark.task_writer")
     assert "kafka" not in loaded_after(statement)
     classified = statement + ("\nfrom connectors.kafka.clients.error_table import error_type\n"
                               "from connectors.kafka.kafka_errors import RetriableKafkaError\n"
@@ -88,8 +88,8 @@ def tools_loaded_after(statement: str) -> set[str]:
 
 @pytest.mark.parametrize("statement", [
     "import connectors.spark",
-    "import connectors.spark.datasource_readers, connectors.spark.datasource_writers, connectors.spark.write_task",
-    "import connectors.spark.foreach_batch, connectors.spark.foreach_batch_write, connectors.spark.sink_driver",
+    "import connectors.spark.datasource_readers, connectors.spark.datasource_writers, connectors.spark.task_writer",
+    "import connectors.spark.foreach_batch, connectors.spark.foreach_batch_writer, connectors.spark.sink_driver",
     "import connectors.spark.failures, connectors.monitoring.metrics_listener",
     "import connectors.kafka.sink.kafka_sink, connectors.kafka.source, connectors.kafka.sink.committer",
     "import twophase.coordinator, twophase.lifecycle, twophase.pipeline",

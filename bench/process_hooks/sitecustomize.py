@@ -95,7 +95,7 @@ if _STAGES:
     # inclusive of what it calls, so the stages below are chosen not to nest:
     #   read     the reader's consume from librdkafka into Python lists (ConfluentRecordReader.read_batches)
     #   arrow    those lists into Arrow record batches (arrow_batches.batch_to_arrow and _combined)
-    #   columns  the sink's Arrow columns into Python lists (write_task.produce_batch_of)
+    #   columns  the sink's Arrow columns into Python lists (task_writer.produce_batch_of)
     #   produce  those lists into librdkafka, one produce() per record (ConfluentProducer.produce_batch)
     #   precommit the task's flush and producer identity (KafkaTransactionWriter.pre_commit)
     # Everything else a Python task worker spends (pyspark's Arrow stream to and from the JVM, its
@@ -163,7 +163,7 @@ if _STAGES:
         elif name == "connectors.spark.arrow_batches":
             module.batch_to_arrow = _timed("arrow", module.batch_to_arrow)
             module._combined = _timed("arrow", module._combined)
-        elif name == "connectors.spark.write_task":
+        elif name == "connectors.spark.task_writer":
             module.produce_batch_of = _timed("columns", module.produce_batch_of)
         elif name == "connectors.kafka.clients._confluent.producer":
             module.ConfluentProducer.produce_batch = _timed("produce", module.ConfluentProducer.produce_batch)
@@ -172,7 +172,7 @@ if _STAGES:
                                                               force_flush=True)
 
     _PATCHED = {"connectors.kafka.clients._confluent.reader", "connectors.spark.arrow_batches",
-                "connectors.spark.write_task", "connectors.kafka.clients._confluent.producer",
+                "connectors.spark.task_writer", "connectors.kafka.clients._confluent.producer",
                 "connectors.kafka.sink.writer"}
 
     class _PatchOnImport(importlib.abc.MetaPathFinder):

@@ -1,8 +1,12 @@
 """Which batch a write of the Spark sink belongs to, learned in one place for each way Spark hands
 it: an argument (the stream writer's ``commit``/``abort``, foreachBatch), Spark's offset log (the
-write planning, ``sink_driver.before_planned_tasks``), a task's local property
-(:func:`streaming_task_batch_id`), or the sink's own id for a plain batch write
-(:meth:`BatchContext.of_batch_write`). At the Spark edge it is a batch id; inside, the checkpoint id."""
+write planning, ``sink_driver.before_tasks``), a task's local property
+(:meth:`BatchContext.of_streaming_task`), or the sink's own id for a plain batch write
+(:meth:`BatchContext.of_batch_write`).
+
+The one conversion point of the batch id: at the Spark edge it is Spark's ``batchId``/``batch_id``;
+a :class:`BatchContext` made of it carries it as ``checkpoint_id``, the name the sink's steps and
+twophase use inside."""
 
 from __future__ import annotations
 
@@ -31,24 +35,25 @@ class BatchContext:
     replayable: bool = True
 
     @classmethod
-    def of_batch_write(cls, stored_through: int | None) -> "BatchContext":
+    def of_batch_write(cls, decided_through: int | None) -> "BatchContext":
         """A plain ``df.write``: a fresh id above every stored one (wall-clock ms keeps ids
         increasing across writers of one directory). Spark never replays it: an id found stored at
         commit is another write's."""
-        return cls(max(int(time.time() * 1000), (-1 if stored_through is None else stored_through) + 1),
+        return cls(max(int(time.time() * 1000), (-1 if decided_through is None else decided_through) + 1),
                    replayable=False)
 
+    @classmethod
+    def of_streaming_task(cls, decided_through: int | None) -> "BatchContext":
+        """The batch a task of a streaming write belongs to: Spark's local property. Spark 4.x sets
+        it on every streaming task; without it, the batch after the newest stored one is the best
+        guess, and the driver's commit refuses a wrong guess."""
+        from pyspark import TaskContext
 
-def streaming_task_batch_id(stored_through: int | None) -> int:
-    """The batch a task of a streaming write belongs to: Spark's local property. Spark 4.x sets it
-    on every streaming task; without it, the batch after the newest stored one is the best guess,
-    and the driver's commit refuses a wrong guess."""
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    raw = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
-    if raw is not None:
-        return int(raw)
-    guess = (-1 if stored_through is None else stored_through) + 1
-    log.warning("Spark local property %r is missing; assuming batch %d (checked at commit)", BATCH_ID_PROPERTY, guess)
-    return guess
+        context = TaskContext.get()
+        raw = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
+        if raw is not None:
+            return cls(int(raw))
+        guess = (-1 if decided_through is None else decided_through) + 1
+        log.warning("Spark local property %r is missing; assuming batch %d (checked at commit)", BATCH_ID_PROPERTY,
+                    guess)
+        return cls(guess)

@@ -2,7 +2,7 @@
 
 A module of its own, without Arrow or the Kafka clients: the processes that only receive these
 messages (the sink's commit runner and write planning) unpickle them, and would otherwise import
-all that the write task does (``write_task.py``).
+all that the write task does (``task_writer.py``).
 """
 
 from __future__ import annotations

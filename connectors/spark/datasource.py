@@ -48,39 +48,50 @@ class KafkaEosDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from connectors.spark.datasource_writers import KafkaEosBatchWriter
         from connectors.spark.options import parse_sink_options
-        from connectors.spark.sink_driver import before_planned_tasks
+        from connectors.spark.sink_driver import before_tasks
 
         # Spark calls this once per write, before its tasks; the commit uses the writer made here.
         options = parse_sink_options(self.options, streaming=False, plans_write_tasks=self.plans_write_tasks)
-        return KafkaEosBatchWriter(options, schema, before_planned_tasks(options, schema, run_starts=True))
+        return KafkaEosBatchWriter(options, schema, before_tasks(options, schema, run_starts=True))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from connectors.spark.datasource_writers import KafkaEosStreamWriter
         from connectors.spark.options import parse_sink_options
-        from connectors.spark.sink_driver import before_planned_tasks
+        from connectors.spark.sink_driver import before_tasks
 
         options = parse_sink_options(self.options, streaming=True, plans_write_tasks=self.plans_write_tasks)
         if _called_to_commit():
             # The commit or abort of one batch, after its tasks wrote: nothing to prepare, and no
             # recovery (its sweep would abort the batch's own transactions).
-            return KafkaEosStreamWriter(options, schema, stored_through=None)
+            return KafkaEosStreamWriter(options, schema, decided_through=None)
         # Spark plans the write of every micro-batch: the driver recovers only where needed.
-        return KafkaEosStreamWriter(options, schema, before_planned_tasks(options, schema, run_starts=False))
+        return KafkaEosStreamWriter(options, schema, before_tasks(options, schema, run_starts=False))
 
 
-#: The module of Spark's Python process that commits or aborts one batch of a streaming write.
-_COMMIT_RUNNER = "python_streaming_sink_runner.py"
+#: The module of Spark's Python process that commits or aborts one batch of a streaming write: the
+#: ``workerModule`` of Spark's ``PythonStreamingSinkCommitRunner`` (every 4.x line).
+COMMIT_RUNNER_MODULE = "pyspark.sql.worker.python_streaming_sink_runner"
+#: The module of Spark's Python process that plans a write (``SaveIntoPythonDataSourceRunner``).
+WRITE_PLANNING_MODULE = "pyspark.sql.worker.write_into_data_source"
+_COMMIT_RUNNER_FILE = COMMIT_RUNNER_MODULE.rpartition(".")[2] + ".py"
 
 
 def _called_to_commit() -> bool:
-    """Spark calls ``streamWriter()`` in two kinds of process for every micro-batch: where it plans
-    the batch's write (``pyspark/sql/worker/write_into_data_source.py``), before any task writes;
-    and where it commits or aborts the batch (``python_streaming_sink_runner.py``), after the tasks
-    wrote. Only the first may prepare. Nothing but the caller tells them apart (both pass the same
-    schema and flag), so this looks at the calling frames."""
+    """Whether this ``streamWriter()`` call is Spark's commit runner's: the one place that tells.
+
+    Spark calls ``streamWriter()`` in two kinds of process for every micro-batch: where it plans
+    the batch's write (``WRITE_PLANNING_MODULE``), before any task writes; and where it commits or
+    aborts the batch (``COMMIT_RUNNER_MODULE``), after the tasks wrote. Only the first may prepare.
+    Spark gives nothing else that tells them apart: both pass the same schema and ``overwrite``
+    flag, neither runs in a task (no ``TaskContext``), the runner's conf adds only a profiler
+    setting, and the data source the runner calls is an instance Spark pickled when it created the
+    source rather than one made from the class, which no API promises either. So this looks for
+    the runner's module among the calling frames (whichever Python launched it: ``python -m``, the
+    kit's launcher). ``integration_tests/test_format_by_spark_version.py`` fails, on every 4.x line
+    of the version matrix, on a Spark that renames or reshapes that runner."""
     frame = sys._getframe(1)
     while frame is not None:
-        if frame.f_code.co_filename.endswith(_COMMIT_RUNNER):
+        if frame.f_code.co_filename.endswith(_COMMIT_RUNNER_FILE):
             return True
         frame = frame.f_back
     return False

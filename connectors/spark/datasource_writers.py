@@ -1,6 +1,6 @@
 """Kafka writers of the ``kafka-eos`` format (Arrow in), streaming and batch: what Spark's Python
 Data Source API calls. They differ only in how Spark hands them the batch: tasks run
-:func:`connectors.spark.write_task.write_task`; ``commit``/``abort`` hand the messages to the sink
+:func:`connectors.spark.task_writer.write_task`; ``commit``/``abort`` hand the messages to the sink
 driver (``sink_driver.py``), which the foreachBatch helper uses too.
 """
 
@@ -13,7 +13,7 @@ from pyspark.sql.types import StructType
 
 from connectors.spark.commit_message import KafkaCommitMessage
 from connectors.spark.options import SinkOptions
-from connectors.spark.batch_context import BatchContext, streaming_task_batch_id
+from connectors.spark.batch_context import BatchContext
 from connectors.spark.sink_driver import SparkSinkDriver
 from connectors.spark.spark_versions import has_arrow_stream_writer
 
@@ -32,13 +32,14 @@ else:
     _ARROW_STREAM_WRITER = (DataSourceStreamWriter, DataSourceArrowWriter)
 
 
-def _write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], checkpoint_id: int,
-                stored_through: int | None) -> KafkaCommitMessage:
+def _run_task_writer(options: SinkOptions, batches: Iterator[pa.RecordBatch], checkpoint_id: int,
+                     decided_through: int | None) -> KafkaCommitMessage:
+    """Run the task writer (``task_writer.py``) in this write task."""
     # Imported in the task, not with this module: the write planning and the commit runner load
     # this module too, and need neither Arrow nor the producer (bench/README.md, the first batch).
-    from connectors.spark.write_task import write_task
+    from connectors.spark.task_writer import write_task
 
-    return write_task(options, batches, checkpoint_id, stored_through)
+    return write_task(options, batches, checkpoint_id, decided_through)
 
 
 def _end(options: SinkOptions, context: BatchContext, messages: Sequence[WriterCommitMessage | None],
@@ -52,16 +53,18 @@ def _end(options: SinkOptions, context: BatchContext, messages: Sequence[WriterC
 
 
 class _KafkaWriting:
-    def __init__(self, options: SinkOptions, schema: StructType, stored_through: int | None) -> None:
+    def __init__(self, options: SinkOptions, schema: StructType, decided_through: int | None) -> None:
         self.options = options
         self.schema = schema
-        #: The newest stored checkpoint id when the write was planned (None: nothing stored).
-        self.stored_through = stored_through
+        #: The newest readable stored checkpoint id when the write was planned (None: nothing
+        #: stored): a task of a batch at or below it writes nothing.
+        self.decided_through = decided_through
 
 
 class KafkaEosStreamWriter(_KafkaWriting, *_ARROW_STREAM_WRITER):  # type: ignore[misc]
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
-        return _write_task(self.options, iterator, streaming_task_batch_id(self.stored_through), self.stored_through)
+        context = BatchContext.of_streaming_task(self.decided_through)
+        return _run_task_writer(self.options, iterator, context.checkpoint_id, self.decided_through)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         _end(self.options, BatchContext(batchId), messages, commit=True)
@@ -75,12 +78,12 @@ class KafkaEosBatchWriter(_KafkaWriting, DataSourceArrowWriter):
     commit, recorded in the sink's state directory first (a crash mid-commit is completed by the
     next write with the same state directory)."""
 
-    def __init__(self, options: SinkOptions, schema: StructType, stored_through: int | None) -> None:
-        super().__init__(options, schema, stored_through)
-        self.context = BatchContext.of_batch_write(stored_through)
+    def __init__(self, options: SinkOptions, schema: StructType, decided_through: int | None) -> None:
+        super().__init__(options, schema, decided_through)
+        self.context = BatchContext.of_batch_write(decided_through)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
-        return _write_task(self.options, iterator, self.context.checkpoint_id, self.stored_through)
+        return _run_task_writer(self.options, iterator, self.context.checkpoint_id, self.decided_through)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         # A write with no task stores nothing.

@@ -47,13 +47,13 @@ from pyspark.sql import DataFrame, SparkSession
 
 from connectors.spark import use_session_python
 from connectors.spark.aligned_write import AlignedWrite
-from connectors.spark.foreach_batch_write import write_dataframe
+from connectors.spark.foreach_batch_writer import write_dataframe
 from connectors.spark.spark_errors import KafkaEosOptionError, QueryCheckpointError
 from connectors.spark.options import SinkOptions, parse_sink_options, state_dir_under
 from connectors.spark.query_checkpoint import read_query_checkpoint
 from connectors.spark.sink_driver import BatchContext, check_guardrails
 from connectors.spark.worker_warmup import start_task_workers
-from connectors.spark.write_tasks import spark_parallelism
+from connectors.spark.write_planning import foreach_batch_write_tasks
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def exactly_once_foreach_batch(transform: BatchTransform | None = None, *, warm_
     # Until a write of this run succeeded, the next one sweeps what a crashed run left open.
     first_write = True
     # How a batch goes to its write tasks (aligned_write.py), at most as many as Spark runs at once
-    # (write_tasks.py); made at the first batch.
+    # (write_planning.py); made at the first batch.
     write_tasks: AlignedWrite | None = None
     query_id: str | None = None
 
@@ -114,10 +114,7 @@ def exactly_once_foreach_batch(transform: BatchTransform | None = None, *, warm_
         query_id = bound_query_id(batch_df, checkpoint_location, known=query_id)
         output = batch_df if transform is None else transform(batch_df, batch_id)
         if write_tasks is None:
-            tasks = sink.write_tasks or spark_parallelism(batch_df.sparkSession)
-            write_tasks = AlignedWrite(sink, tasks)
-            log.info("batch %d: at most %s write task(s) a batch (eos.writeTasks=%s)", batch_id,
-                     tasks or "one per partition", sink.write_tasks or "auto")
+            write_tasks = foreach_batch_write_tasks(sink, batch_df.sparkSession, batch_id)
         # A replay of a stored batch writes nothing; the commit recognises and logs it.
         write_dataframe(output, sink, BatchContext(batch_id, query_id, replayable=True), first_write=first_write,
                         write_tasks=write_tasks)

@@ -437,7 +437,7 @@ class SinkOptions:
     #: A streaming query's sink (writeStream), not a batch write.
     streaming: bool = False
     #: eos.writeTasks, the foreachBatch helper's: at most this many write tasks (so transactions)
-    #: a batch; None ("auto"): as many as Spark runs at once (connectors/spark/write_tasks.py).
+    #: a batch; None ("auto"): as many as Spark runs at once (connectors/spark/write_planning.py).
     write_tasks: int | None = None
 
 
@@ -463,7 +463,7 @@ def _write_tasks(options: Mapping[str, str], plans_write_tasks: bool) -> int | N
     """eos.writeTasks: "auto" (None) or an integer >= 1. It takes effect where the write's task
     count is planned: the foreachBatch helper coalesces its batch, and format("kafka-eos") through
     the kit's JVM provider asks Spark for its rows clustered by key (jvm/src/kafkaeos/spark/
-    WriteTasks.java reads the same option); without the provider, Spark writes one task per
+    WritePlanning.java reads the same option); without the provider, Spark writes one task per
     partition of the plan it hands the sink, and the option is refused rather than ignored."""
     raw = _get(options, WRITE_TASKS_OPTION)
     if raw is None or raw.strip().lower() == "auto":

@@ -1,5 +1,5 @@
 """The driver side of the exactly-once Spark sink, for both entry points: the ``kafka-eos`` data
-source's writers (``datasource_writers.py``) and the foreachBatch helper (``foreach_batch_write.py``).
+source's writers (``datasource_writers.py``) and the foreachBatch helper (``foreach_batch_writer.py``).
 One micro-batch (or one batch write) is one checkpoint.
 
 :class:`SparkSinkDriver` is a thin adapter: it checks what Spark hands it and hands the commit
@@ -34,7 +34,7 @@ from twophase.checkpoint_store import FileCheckpointStore
 from twophase.errors import IllegalStateError
 from twophase.lifecycle import CommitLifecycle
 
-__all__ = ["BatchContext", "SINK_PARTICIPANT", "SparkSinkDriver", "check_guardrails", "before_planned_tasks",
+__all__ = ["BatchContext", "SINK_PARTICIPANT", "SparkSinkDriver", "check_guardrails", "before_tasks",
            "shared_transaction_control"]
 
 log = logging.getLogger(__name__)
@@ -85,10 +85,11 @@ def _committables(messages: Sequence[Any]) -> list[JsonValue]:
     return [m.committable for m in messages if m is not None and m.committable is not None]
 
 
-def before_planned_tasks(options: SinkOptions, schema: StructType, *, run_starts: bool) -> int | None:
+def before_tasks(options: SinkOptions, schema: StructType, *, run_starts: bool) -> int | None:
     """The data source's step before the tasks, where Spark plans a write: a streaming query's
-    batch (whose id Spark's offset log names) or a plain batch write (``run_starts``). Returns the
-    newest stored checkpoint id (None: nothing stored)."""
+    batch (whose id Spark's offset log names) or a plain batch write (``run_starts``): the same
+    step as :meth:`SparkSinkDriver.before_tasks`, with the batch found in Spark's offset log.
+    Returns ``decided_through``: the newest readable stored checkpoint id (None: nothing stored)."""
     context = None
     if options.streaming and options.checkpoint_location is not None:
         planned = read_query_checkpoint(options.checkpoint_location).last_planned_batch()
@@ -116,8 +117,8 @@ class SparkSinkDriver:
                      run_starts: bool) -> int | None:
         """Before the tasks of a batch write: check the input schema and the brokers (once per
         process), guard the state (``state_guard.py``), and run the lifecycle's recovery where it is
-        due. Returns the newest stored checkpoint id (None: nothing stored), against which the
-        tasks of a replayed batch find that they have nothing to write. ``context``: the batch
+        due. Returns ``decided_through``, the newest readable stored checkpoint id (None: nothing
+        stored): a task of a batch at or below it has nothing to write (a replay). ``context``: the batch
         about to be written, where the caller knows it. ``run_starts``: no batch of this run was
         written yet (the foreachBatch helper's first call, a plain batch write)."""
         check_sink_schema(schema, self.options.config.topic)

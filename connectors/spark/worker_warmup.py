@@ -31,7 +31,7 @@ _started_lock = threading.Lock()
 
 
 def _import_task_modules(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    import connectors.spark.write_task  # noqa: F401  (what a write task imports first)
+    import connectors.spark.task_writer  # noqa: F401  (what a write task imports first)
     from connectors.spark.spark_versions import has_python_data_source_api
 
     # The kit's source runs on Spark's Python data source API (4.0+); on 3.5, where the

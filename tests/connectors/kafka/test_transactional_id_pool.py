@@ -78,9 +78,9 @@ def test_a_retried_attempt_gets_an_id_of_its_own_that_the_pattern_still_claims()
 # -- the Spark sink's driver protocol over hundreds of batches -----------------------------------
 
 
-def _or_none(stored_through):
+def _or_none(decided_through):
     """The newest stored checkpoint id, -1 for none (what the batch arithmetic below compares)."""
-    return -1 if stored_through is None else stored_through
+    return -1 if decided_through is None else decided_through
 
 class Query:
     """A query's batches as Spark runs them, without Spark: tasks open their transactions with the
@@ -92,14 +92,14 @@ class Query:
         self.options = parse_sink_options({"kafka.bootstrap.servers": fake.bootstrap_servers, "topic": "out",
                                            "checkpointlocation": str(tmp_path / "chk")}, streaming=True)
         self.pool = TransactionalIdPool(self.options.config.transactional_id_prefix)
-        self.stored_through = _or_none(SparkSinkDriver(self.options).recover())
+        self.decided_through = _or_none(SparkSinkDriver(self.options).recover())
         self.expected: list[str] = []
         # Spark's task attempt ids: unique in the application
         self.task_attempt_ids = itertools.count(1000)
         self.retries = 0
 
     def restart(self):
-        self.stored_through = _or_none(SparkSinkDriver(self.options).recover())
+        self.decided_through = _or_none(SparkSinkDriver(self.options).recover())
 
     def task(self, slot, batch, rows, task_attempt=None):
         transactional_id = self.pool.transactional_id(slot, batch, task_attempt=task_attempt)
@@ -113,7 +113,7 @@ class Query:
         for slot in range(tasks):
             # Slots 0 and 1 always write, so every batch has two transactions to commit (mid_commit).
             rows = [f"b{batch}-t{slot}-{i}" for i in range(rng.randint(1 if slot < 2 else 0, 3))]
-            if batch <= self.stored_through:
+            if batch <= self.decided_through:
                 messages.append(KafkaCommitMessage(batch, slot, 0, None, 0, skipped=True))
                 continue
             retry = None
@@ -124,10 +124,10 @@ class Query:
             committable = self.task(slot, batch, rows, task_attempt=retry).pre_commit() if rows else None
             messages.append(KafkaCommitMessage(batch, slot, 0 if retry is None else 1,
                                                committable.to_json() if committable else None, len(rows)))
-            if batch > self.stored_through:
+            if batch > self.decided_through:
                 self.expected.extend(rows)
         SparkSinkDriver(self.options).commit(BatchContext(batch), messages)
-        self.stored_through = max(self.stored_through, batch)
+        self.decided_through = max(self.decided_through, batch)
         if zombie is not None:
             # An attempt of this batch that Spark gave up on starts writing after the commit.
             self.task(zombie, batch, [f"zombie-{batch}"])
@@ -155,7 +155,7 @@ def test_ids_stay_within_the_pool_over_hundreds_of_batches(tmp_path):
             failpoints.disable()
             crashes += 1
             query.restart()  # a new driver: recovery commits a stored batch before any task runs
-            if query.stored_through < batch:
+            if query.decided_through < batch:
                 query.expected = [v for v in query.expected if not v.startswith(f"b{batch}-")]
             continue  # Spark replays the batch: written again if it was not stored, else skipped
         query.run_batch(batch, tasks, rng, fail_rate=0.2, zombie=zombie)

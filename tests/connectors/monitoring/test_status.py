@@ -71,8 +71,8 @@ class Query:
         store = None if storage is None else FileCheckpointStore(storage, self.options.retained_checkpoints,
                                                                  check_writable=False)
         protocol = SparkSinkDriver(self.options, store=store)
-        stored_through = protocol.recover()
-        if stored_through is not None and stored_through >= batch_id:  # a replay: its tasks see the batch committed and write nothing
+        decided_through = protocol.recover()
+        if decided_through is not None and decided_through >= batch_id:  # a replay: its tasks see the batch committed and write nothing
             messages = [KafkaCommitMessage(batch_id, t, 0, None, 0, skipped=True) for t in range(len(ROWS_PER_TASK))]
         else:
             messages = self.tasks(batch_id)

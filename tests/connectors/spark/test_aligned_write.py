@@ -104,7 +104,7 @@ def _records(fake, topic: str, partitions: int) -> list[tuple[int, bytes | None,
 
 def test_a_batch_of_many_input_partitions_commits_one_marker_per_output_partition(spark, fake, tmp_path):
     from connectors.spark.aligned_write import AlignedWrite
-    from connectors.spark.foreach_batch_write import write_dataframe
+    from connectors.spark.foreach_batch_writer import write_dataframe
     from connectors.spark.sink_driver import BatchContext
 
     options = _options(fake, tmp_path, topic="out")
@@ -126,7 +126,7 @@ def test_a_batch_of_many_input_partitions_commits_one_marker_per_output_partitio
 
 def test_per_row_topics_align_on_topic_and_partition(spark, fake, tmp_path):
     from connectors.spark.aligned_write import AlignedWrite
-    from connectors.spark.foreach_batch_write import write_dataframe
+    from connectors.spark.foreach_batch_writer import write_dataframe
     from connectors.spark.sink_driver import BatchContext
 
     options = _options(fake, tmp_path)
@@ -142,7 +142,7 @@ def test_per_row_topics_align_on_topic_and_partition(spark, fake, tmp_path):
 
 def test_a_rows_own_partition_is_kept_and_aligned(spark, fake, tmp_path):
     from connectors.spark.aligned_write import AlignedWrite
-    from connectors.spark.foreach_batch_write import write_dataframe
+    from connectors.spark.foreach_batch_writer import write_dataframe
     from connectors.spark.sink_driver import BatchContext
 
     options = _options(fake, tmp_path, topic="out")
@@ -204,7 +204,7 @@ def test_the_functions_are_registered_once_per_session(functions, monkeypatch):
 
 def test_rows_without_a_key_column_align_on_their_values(spark, fake, tmp_path):
     from connectors.spark.aligned_write import AlignedWrite
-    from connectors.spark.foreach_batch_write import write_dataframe
+    from connectors.spark.foreach_batch_writer import write_dataframe
     from connectors.spark.sink_driver import BatchContext
 
     options = _options(fake, tmp_path, topic="out")

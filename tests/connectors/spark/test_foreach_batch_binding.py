@@ -31,7 +31,7 @@ class _Session:
 
     @property
     def conf(self) -> Any:
-        # A Connect server whose spark.default.parallelism is set (write_tasks.spark_parallelism).
+        # A Connect server whose spark.default.parallelism is set (write_planning.spark_parallelism).
         return type("Conf", (), {"get": lambda _self, key, default=None: "3" if key == "spark.default.parallelism"
                                  else default})()
 

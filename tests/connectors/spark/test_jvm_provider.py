@@ -193,10 +193,10 @@ def test_the_module_prints_the_jars_path(capsys):
 
 def _keeps_state(spark, df) -> bool:  # type: ignore[no-untyped-def]
     """What the provider's write decides its task count by: whether the streaming plan keeps state
-    (``WriteTasks.keepsState``, on the plan Spark analysed)."""
+    (``WritePlanning.keepsState``, on the plan Spark analysed)."""
     assert jvm_provider.install(spark)
     plan = df._jdf.queryExecution().analyzed()
-    return bool(spark.sparkContext._jvm.kafkaeos.spark.WriteTasks.keepsState(plan))
+    return bool(spark.sparkContext._jvm.kafkaeos.spark.WritePlanning.keepsState(plan))
 
 
 def test_the_provider_asks_for_fewer_write_tasks_only_behind_state(spark):
@@ -223,7 +223,7 @@ def test_the_provider_asks_for_fewer_write_tasks_only_behind_state(spark):
 def _reads_only_the_kits_source(spark, df) -> bool:  # type: ignore[no-untyped-def]
     assert jvm_provider.install(spark)
     plan = df._jdf.queryExecution().analyzed()
-    return bool(spark.sparkContext._jvm.kafkaeos.spark.WriteTasks.readsOnlyTheKitsSource(plan))
+    return bool(spark.sparkContext._jvm.kafkaeos.spark.WritePlanning.readsOnlyTheKitsSource(plan))
 
 
 def test_the_provider_leaves_a_map_only_query_on_the_kits_source_as_read_and_bounds_any_other(spark):

@@ -20,10 +20,10 @@ import pyarrow as pa  # noqa: E402
 from connectors.kafka.sink.config import KafkaSinkConfig  # noqa: E402
 from connectors.kafka.kafka_errors import BrokerUnavailableError, InvalidTxnStateError, KafkaConnectorError  # noqa: E402
 from connectors.kafka.sink.kafka_sink import KafkaSink  # noqa: E402
-from connectors.spark import write_task as write_task_module  # noqa: E402
+from connectors.spark import task_writer as task_writer_module  # noqa: E402
 from connectors.spark.sink_driver import SINK_PARTICIPANT, BatchContext, SparkSinkDriver  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402
-from connectors.spark.write_task import write_task  # noqa: E402
+from connectors.spark.task_writer import write_task  # noqa: E402
 from kafka_testkit.topic_records import read_all  # noqa: E402
 from connectors.simulated_kafka import FakeKafkaClients  # noqa: E402
 from kafka_testkit.memory_system import ListSource, StepClock  # noqa: E402
@@ -117,18 +117,18 @@ class SparkWithoutSpark:
         self.aborts = 0
         self._monkeypatch = monkeypatch
 
-    def _task(self, partition_id: int, batch_id: int, stored_through: int | None):
+    def _task(self, partition_id: int, batch_id: int, decided_through: int | None):
         context = SimpleNamespace(partitionId=lambda: partition_id, attemptNumber=lambda: 0)
-        self._monkeypatch.setattr(write_task_module, "TaskContext", SimpleNamespace(get=lambda: context))
+        self._monkeypatch.setattr(task_writer_module, "TaskContext", SimpleNamespace(get=lambda: context))
         rows = pa.RecordBatch.from_pydict({
             "value": [f"b{batch_id}-t{partition_id}-{i}".encode() for i in range(ROWS)],
             "partition": pa.array([partition_id] * ROWS, pa.int32())})
-        return write_task(self.options, iter([rows]), batch_id, stored_through)
+        return write_task(self.options, iter([rows]), batch_id, decided_through)
 
     def run(self) -> None:
-        stored_through = SparkSinkDriver(self.options).recover()
+        decided_through = SparkSinkDriver(self.options).recover()
         for batch_id in range(max(self.commit_log, default=-1) + 1, BATCHES):
-            messages = [self._task(t, batch_id, stored_through) for t in range(TASKS)]
+            messages = [self._task(t, batch_id, decided_through) for t in range(TASKS)]
             try:
                 SparkSinkDriver(self.options).commit(BatchContext(batch_id), messages)
             except failpoints.FailpointCrash:

@@ -11,7 +11,7 @@ pytest.importorskip("pyspark")
 from connectors.kafka.clients import TIMESTAMP_LOG_APPEND_TIME, ConsumedBatch  # noqa: E402
 from connectors.spark.arrow_batches import batch_to_arrow, batches_to_arrow  # noqa: E402
 from connectors.spark.schema import source_schema  # noqa: E402
-from connectors.spark.write_task import produce_batch_of  # noqa: E402
+from connectors.spark.task_writer import produce_batch_of  # noqa: E402
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 

@@ -86,7 +86,7 @@ def test_crash_between_store_and_commit_is_completed_by_recover(fake, tmp_path, 
     # The restarted query's streamWriter() recovers before the replay's tasks write.
     assert SparkSinkDriver(options).recover() == 0
     assert visible(fake) == expected([0])
-    # The replay of batch 0 writes nothing (its tasks see stored_through=0) and commits nothing.
+    # The replay of batch 0 writes nothing (its tasks see decided_through=0) and commits nothing.
     SparkSinkDriver(options).commit(BatchContext(0), [KafkaCommitMessage(0, t, 0, None, 0, skipped=True) for t in range(3)])
     assert visible(fake) == expected([0])
 

@@ -238,7 +238,7 @@ def test_a_batch_write_to_a_missing_topic_fails_with_the_one_line(spark, fake, t
 
 @pytest.mark.spark
 def test_foreach_batch_writes_from_workers_without_the_kit_fail_with_the_one_line(spark, fake, tmp_path):
-    from connectors.spark.foreach_batch_write import write_dataframe
+    from connectors.spark.foreach_batch_writer import write_dataframe
     from connectors.spark.sink_driver import BatchContext
     from connectors.spark.spark_errors import WorkerPythonError
     from connectors.spark.options import parse_sink_options
@@ -261,7 +261,7 @@ def test_foreach_batch_writes_from_workers_without_the_kit_fail_with_the_one_lin
 
 @pytest.mark.spark
 def test_the_range_probe_of_spark_connect_counts_the_default_parallelism_on_a_real_session(spark):
-    # What the foreachBatch helper asks where there is no SparkContext (write_tasks.spark_parallelism).
-    from connectors.spark.write_tasks import range_partitions
+    # What the foreachBatch helper asks where there is no SparkContext (write_planning.spark_parallelism).
+    from connectors.spark.write_planning import range_partitions
 
     assert range_partitions(spark) == spark.sparkContext.defaultParallelism == 2

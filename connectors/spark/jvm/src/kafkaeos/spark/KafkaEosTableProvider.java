@@ -151,7 +151,7 @@ public class KafkaEosTableProvider extends PythonDataSourceV2 implements DataSou
 
         @Override
         public Write build() {
-            return WriteTasks.planned(builder.build(), info);
+            return WritePlanning.planned(builder.build(), info);
         }
 
         @Override

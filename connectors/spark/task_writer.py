@@ -1,4 +1,6 @@
-"""The executor side of the ``kafka-eos`` sink: one Spark write task, one Kafka transaction.
+"""The executor side of both exactly-once sinks, the ``kafka-eos`` format's writers
+(``datasource_writers.py``) and the foreachBatch helper's (``foreach_batch_writer.py``): one Spark
+write task, one Kafka transaction.
 
 Each task writes its rows in one transaction, whose id comes from the sink's pool
 (``sink/internal/transactional_ids.py``: ``{prefix}-{partition id}-{batch id % 2}``), and pre-commits it
@@ -87,16 +89,17 @@ def first_rows(batches: Iterator[pa.RecordBatch]) -> tuple[Iterator[pa.RecordBat
 
 
 def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], checkpoint_id: int,
-               stored_through: int | None) -> KafkaCommitMessage:
+               decided_through: int | None) -> KafkaCommitMessage:
     """Write one task's rows of checkpoint ``checkpoint_id`` and pre-commit them; nothing if the
-    checkpoint is stored already (``stored_through``: the newest stored id, None if none)."""
+    checkpoint is stored already (``decided_through``: the newest readable stored checkpoint id
+    when the write was planned, None if none)."""
     context = TaskContext.get()
     partition_id = context.partitionId() if context else 0
     attempt = context.attemptNumber() if context else 0
     # A retry or speculative copy may run beside the attempt it replaces: an id of its own keeps
     # that attempt's late initialisation from fencing this one (transactional_ids.py).
     task_attempt = context.taskAttemptId() if context and attempt > 0 else None
-    if stored_through is not None and checkpoint_id <= stored_through:
+    if decided_through is not None and checkpoint_id <= decided_through:
         for _ in batches:  # Spark expects the input consumed
             pass
         return KafkaCommitMessage(checkpoint_id, partition_id, attempt, None, 0, skipped=True)

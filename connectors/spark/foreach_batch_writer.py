@@ -1,6 +1,7 @@
-"""One write of a DataFrame to Kafka whose two-phase commit runs in the calling Python process.
+"""The foreachBatch helper's batch writer: one write of a DataFrame to Kafka whose two-phase
+commit runs in the calling Python process (the format's writers: ``datasource_writers.py``).
 
-The tasks run the ``kafka-eos`` sink's task code (``write_task.py``) through ``mapInArrow``: each
+The tasks run the task writer that both sinks share (``task_writer.py``) through ``mapInArrow``: each
 writes its rows in one transaction, pre-commits it and returns its commit message as one row. The
 messages are collected here, and this process stores and commits them as one checkpoint: the
 same sink driver (``connectors/spark/sink_driver.py``), with the same prepare, commit and fail
@@ -28,7 +29,7 @@ from connectors.spark.failures import missing_kit_module, worker_python_message
 from connectors.spark.options import SinkOptions
 from connectors.spark.sink_driver import BatchContext, SparkSinkDriver
 from connectors.spark.commit_message import KafkaCommitMessage
-from connectors.spark.write_task import write_task
+from connectors.spark.task_writer import write_task
 from twophase.checkpoint_statistics import CommitTimings
 
 log = logging.getLogger(__name__)
@@ -39,16 +40,17 @@ COMMIT_MESSAGE_COLUMN = "kafka_eos_commit_message"
 _COMMIT_MESSAGE_SCHEMA = StructType([StructField(COMMIT_MESSAGE_COLUMN, StringType())])
 
 
-class _WriteTask:
-    """What ``mapInArrow`` runs in each task; pickled with the sink's options."""
+class _MapInArrowTask:
+    """What ``mapInArrow`` runs in each write task (the task writer, ``task_writer.py``, and its
+    commit message as one row); pickled with the sink's options."""
 
-    def __init__(self, options: SinkOptions, checkpoint_id: int, stored_through: int | None) -> None:
+    def __init__(self, options: SinkOptions, checkpoint_id: int, decided_through: int | None) -> None:
         self.options = options
         self.checkpoint_id = checkpoint_id
-        self.stored_through = stored_through
+        self.decided_through = decided_through
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        message = write_task(self.options, batches, self.checkpoint_id, self.stored_through)
+        message = write_task(self.options, batches, self.checkpoint_id, self.decided_through)
         yield pa.RecordBatch.from_pydict({COMMIT_MESSAGE_COLUMN: [message.to_json()]},
                                          schema=pa.schema([(COMMIT_MESSAGE_COLUMN, pa.string())]))
 
@@ -60,13 +62,13 @@ def write_dataframe(df: DataFrame, options: SinkOptions, context: BatchContext, 
     exactly-once).
 
     ``first_write``: the first write of this process's query run (the recovery is due before it).
-    ``write_tasks``: how ``df`` is handed to its write tasks (``aligned_write.py``: by output
-    partition, or coalesced); None: one task per partition of ``df``."""
+    ``write_tasks``: how ``df`` is handed to its write tasks (``write_planning.py``,
+    ``aligned_write.py``: by output partition, or coalesced); None: one task per partition of ``df``."""
     # Before mapInArrow makes the task function, which takes the Python its workers run from it.
     use_session_python(df.sparkSession)
     with SparkSinkDriver(options) as driver:
-        stored_through = driver.before_tasks(df.schema, context, run_starts=first_write)
-        task = _WriteTask(options, context.checkpoint_id, stored_through)
+        decided_through = driver.before_tasks(df.schema, context, run_starts=first_write)
+        task = _MapInArrowTask(options, context.checkpoint_id, decided_through)
         # Per key, the records keep their order either way (aligned_write.py).
         to_write = df if write_tasks is None else write_tasks.arrange(df, context.checkpoint_id)
         try:

@@ -24,7 +24,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * How many write tasks, so Kafka transactions, a micro-batch of {@code format("kafka-eos")} has.
+ * The planning of {@code format("kafka-eos")}'s write tasks: how many, so Kafka transactions, a
+ * micro-batch has, and which rows each takes (the foreachBatch sink plans its own in
+ * {@code connectors/spark/write_planning.py}).
  *
  * <p>Spark writes one task per partition of the plan it hands the sink. Behind a stateful operator
  * (an aggregation, a window, a deduplication, a stream-stream join, state in Python) that is
@@ -64,7 +66,7 @@ import org.slf4j.LoggerFactory;
  * <p>The option is validated by the Python sink ({@code connectors/spark/options.py}); a value this
  * class cannot read leaves the plan as it is, and the Python sink refuses it in one line.
  */
-public final class WriteTasks {
+public final class WritePlanning {
     static final String OPTION = "eos.writeTasks";
     private static final String KEY = "key";
     private static final String VALUE = "value";
@@ -77,11 +79,11 @@ public final class WriteTasks {
         "FlatMapGroupsInPandasWithState", "TransformWithState", "TransformWithStateInPandas",
         "TransformWithStateInPySpark");
 
-    private static final Logger LOG = LoggerFactory.getLogger(WriteTasks.class);
+    private static final Logger LOG = LoggerFactory.getLogger(WritePlanning.class);
     /** The queries whose plan could not be seen, warned once each. */
     private static final Set<String> WARNED = ConcurrentHashMap.newKeySet();
 
-    private WriteTasks() {
+    private WritePlanning() {
     }
 
     /** {@code write}, asking for its write tasks bounded by the task slots, or for rows aligned on

@@ -16,9 +16,9 @@ import pyarrow as pa  # noqa: E402
 
 from connectors.simulated_kafka import FakeKafkaClients  # noqa: E402
 from connectors.simulated_kafka.clients import FakeProducer  # noqa: E402
-from connectors.spark import write_task as write_task_module  # noqa: E402
+from connectors.spark import task_writer as task_writer_module  # noqa: E402
 from connectors.spark.options import parse_sink_options  # noqa: E402
-from connectors.spark.write_task import first_rows, write_task  # noqa: E402
+from connectors.spark.task_writer import first_rows, write_task  # noqa: E402
 
 SCHEMA = pa.schema([("value", pa.binary())])
 
@@ -38,7 +38,7 @@ def run_task(fake, tmp_path, monkeypatch, partition_id: int, batches: list[pa.Re
     options = parse_sink_options({"kafka.bootstrap.servers": fake.bootstrap_servers, "topic": "out",
                                   "checkpointlocation": str(tmp_path / "chk")}, streaming=True)
     context = SimpleNamespace(partitionId=lambda: partition_id, attemptNumber=lambda: 0)
-    monkeypatch.setattr(write_task_module, "TaskContext", SimpleNamespace(get=lambda: context))
+    monkeypatch.setattr(task_writer_module, "TaskContext", SimpleNamespace(get=lambda: context))
     return options, write_task(options, iter(batches), 0, None)
 
 

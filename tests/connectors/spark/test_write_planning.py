@@ -1,4 +1,4 @@
-"""How many tasks Spark runs at once, as the foreachBatch helper finds it (connectors/spark/write_tasks.py):
+"""How many tasks Spark runs at once, as the foreachBatch helper finds it (connectors/spark/write_planning.py):
 the SparkContext's on a classic session; on Spark Connect, where there is none, the server's
 ``spark.default.parallelism`` or the partitions of a ``range`` without a count, asked with SQL
 strings only (the server's foreachBatch process builds no ``pyspark.sql.functions`` column)."""
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from connectors.spark.write_tasks import spark_parallelism
+from connectors.spark.write_planning import spark_parallelism
 
 
 class _ConnectSession:
