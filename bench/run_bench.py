@@ -118,7 +118,7 @@ KIT_AGAINST_BUILTIN = {"spark_eos": "spark_eos_restart", "spark_eos_fb": "spark_
                        "spark_builtin_source": "spark_builtin_source_restart",
                        "spark_builtin_source_fb": "spark_builtin_source_fb_restart"}
 #: Issue 21: spark_eos with KAFKA_EOS_WORKER_PYTHON=0, so Spark's Python processes import pyspark
-#: from pyspark.zip as before kafka-eos-python (connectors/worker_python.py).
+#: from pyspark.zip as before kafka-eos-worker-python (connectors/worker_python.py).
 ZIP_RUNS = ("spark_eos_zip",)
 #: Runs SIGKILLed after their first committed batch and started again from the same checkpoint.
 RESTART_RUNS = ("spark_builtin_restart", "spark_builtin_source_restart", "spark_builtin_source_fb_restart",

@@ -10,7 +10,7 @@ half a second compiling pyspark before it does anything. With pyspark installed 
 ``SPARK_HOME`` is the installed package, and the zip holds the very files of the package next to
 it, whose bytecode Python caches.
 
-``kafka-eos-python -m MODULE ARGS`` does what ``python -m MODULE ARGS`` does after taking off
+``kafka-eos-worker-python -m MODULE ARGS`` does what ``python -m MODULE ARGS`` does after taking off
 ``sys.path`` a ``pyspark.zip`` that lies inside the pyspark package the path would import
 otherwise (``<dir>/pyspark/python/lib/pyspark.zip`` with ``<dir>`` on ``sys.path``): never one
 pyspark version for another. Any other command line goes to the interpreter unchanged.
@@ -38,9 +38,14 @@ import os
 import runpy
 import shutil
 import sys
+import warnings
 from pathlib import Path
 
-COMMAND = "kafka-eos-python"
+#: The launcher's console script (``[project.scripts]``): named apart from the Python data source's
+#: ``kafka-eos-python`` (``connectors/spark/format_names.py``).
+COMMAND = "kafka-eos-worker-python"
+#: Its name until 0.2.0, kept for one release: it warns once, then does what ``COMMAND`` does.
+DEPRECATED_COMMAND = "kafka-eos-python"
 #: ``0``: ``path()`` is the plain interpreter, and ``connectors.spark.register`` keeps the
 #: session's Python for the kit's data source.
 DISABLE_ENV = "KAFKA_EOS_WORKER_PYTHON"
@@ -51,13 +56,18 @@ def _disabled() -> bool:
 
 
 def path() -> str:
-    """This environment's ``kafka-eos-python``, for ``PYSPARK_PYTHON`` or ``spark.pyspark.python``
-    (next to the interpreter, as pip installs console scripts); the interpreter itself if there is
-    none (a source checkout that was not installed) or ``KAFKA_EOS_WORKER_PYTHON=0``."""
+    """This environment's ``kafka-eos-worker-python``, for ``PYSPARK_PYTHON`` or
+    ``spark.pyspark.python`` (next to the interpreter, as pip installs console scripts); where an
+    install older than the launcher's name has only ``kafka-eos-python`` (an editable install not
+    reinstalled since), that one; the interpreter itself if there is none (a source checkout that
+    was not installed) or ``KAFKA_EOS_WORKER_PYTHON=0``."""
     if _disabled():
         return sys.executable
-    launcher = Path(sys.executable).with_name(COMMAND)
-    return str(launcher) if launcher.is_file() and os.access(launcher, os.X_OK) else sys.executable
+    for name in (COMMAND, DEPRECATED_COMMAND):
+        launcher = Path(sys.executable).with_name(name)
+        if launcher.is_file() and os.access(launcher, os.X_OK):
+            return str(launcher)
+    return sys.executable
 
 
 #: What PySpark's ``SparkContext`` runs when ``PYSPARK_PYTHON`` is not set.
@@ -75,7 +85,7 @@ def is_local_master(master: str) -> bool:
 
 def use_session_python(context: object) -> str | None:
     """On a local master, make ``context`` (a classic ``SparkContext``) start Spark's Python
-    processes with this interpreter (``path()``: its ``kafka-eos-python`` launcher if installed),
+    processes with this interpreter (``path()``: its ``kafka-eos-worker-python`` launcher if installed),
     unless the user chose a Python: ``PYSPARK_PYTHON`` set, ``spark.pyspark.python`` set, or
     ``pythonExec`` changed from PySpark's default. Returns what it set, or None.
 
@@ -108,7 +118,7 @@ def for_data_source(python_exec: str, master: str) -> str | None:
     Only where it is the same thing: a local master (the data source's tasks run on this machine,
     like its planning steps) and ``python_exec`` being this very interpreter, so the launcher
     (next to it) sees the same packages. On a cluster, executors may have another layout: there a
-    user sets ``PYSPARK_PYTHON`` (``spark.pyspark.python``) to the executors' ``kafka-eos-python``."""
+    user sets ``PYSPARK_PYTHON`` (``spark.pyspark.python``) to the executors' ``kafka-eos-worker-python``."""
     if _disabled() or not is_local_master(master):
         return None
     found = shutil.which(python_exec)
@@ -147,6 +157,22 @@ def main(argv: list[str] | None = None) -> None:
         runpy.run_module(args[1], run_name="__main__", alter_sys=True)
         return
     os.execv(sys.executable, [sys.executable, *args])
+
+
+_deprecation_warned = False
+
+
+def deprecated_main(argv: list[str] | None = None) -> None:
+    """``kafka-eos-python``, the launcher's name until 0.2.0: one DeprecationWarning naming
+    ``kafka-eos-worker-python``, then :func:`main`. Removed in the release after 0.2.0."""
+    global _deprecation_warned
+    if not _deprecation_warned:
+        _deprecation_warned = True
+        # stacklevel 2: the console script's __main__, where Python shows a DeprecationWarning.
+        warnings.warn(f"{DEPRECATED_COMMAND} is deprecated and will be removed in the release after 0.2.0: "
+                      f"use {COMMAND} (the same launcher; {DEPRECATED_COMMAND} is also the name of the kit's "
+                      "Python data source)", DeprecationWarning, stacklevel=2)
+    main(argv)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""``kafka-eos-python``: the Python for the processes Spark starts for the kit's data source, which
+"""``kafka-eos-worker-python``: the Python for the processes Spark starts for the kit's data source, which
 imports pyspark from the installed package instead of from the ``pyspark.zip`` Spark puts first
 on their path (connectors/worker_python.py)."""
 
@@ -47,7 +47,7 @@ def test_run_module_imports_the_installed_package(tmp_path: Path) -> None:
     (tmp_path / "probe").mkdir()
     (tmp_path / "probe" / "probe_module.py").write_text(
         "import sys, pyspark\nprint(pyspark.WHERE, sys.argv[1:], __name__)\n")
-    code = ("import sys; sys.path[:0] = sys.argv[1:4]; sys.argv = ['kafka-eos-python', '-m', 'probe_module', 'x', 'y'];"
+    code = ("import sys; sys.path[:0] = sys.argv[1:4]; sys.argv = ['kafka-eos-worker-python', '-m', 'probe_module', 'x', 'y'];"
             "from connectors.worker_python import main; main()")
     done = subprocess.run([sys.executable, "-c", code, str(zip_file), str(tmp_path / "probe"), str(site)],
                           capture_output=True, text=True, timeout=120)
@@ -56,7 +56,7 @@ def test_run_module_imports_the_installed_package(tmp_path: Path) -> None:
 
 
 def test_only_this_interpreter_on_a_local_master(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    launcher = tmp_path / "kafka-eos-python"
+    launcher = tmp_path / "kafka-eos-worker-python"
     launcher.write_text("#!/bin/sh\n")
     launcher.chmod(0o755)
     monkeypatch.setattr(worker_python, "path", lambda: str(launcher))
@@ -77,3 +77,46 @@ def test_no_launcher_installed_keeps_the_session_python(monkeypatch: pytest.Monk
 def test_turned_off_path_is_the_plain_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(worker_python.DISABLE_ENV, "0")
     assert worker_python.path() == sys.executable
+
+
+def _python_beside(folder: Path, *launchers: str) -> str:
+    """An interpreter path in ``folder`` with these launchers installed beside it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in launchers:
+        (folder / name).write_text("#!/bin/sh\n")
+        (folder / name).chmod(0o755)
+    return str(folder / "python")
+
+
+def test_path_is_the_launcher_beside_the_interpreter_under_its_new_name_first(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(worker_python.DISABLE_ENV, raising=False)
+    both = _python_beside(tmp_path / "both", worker_python.COMMAND, worker_python.DEPRECATED_COMMAND)
+    monkeypatch.setattr(sys, "executable", both)
+    assert worker_python.path() == str(tmp_path / "both" / "kafka-eos-worker-python")
+    # An install made before the rename (not reinstalled since) has only the old name.
+    old = _python_beside(tmp_path / "old", worker_python.DEPRECATED_COMMAND)
+    monkeypatch.setattr(sys, "executable", old)
+    assert worker_python.path() == str(tmp_path / "old" / "kafka-eos-python")
+    none = _python_beside(tmp_path / "none")
+    monkeypatch.setattr(sys, "executable", none)
+    assert worker_python.path() == none
+
+
+def test_the_old_command_warns_once_then_runs_the_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[list[str] | None] = []
+    monkeypatch.setattr(worker_python, "main", lambda argv=None: ran.append(argv))
+    monkeypatch.setattr(worker_python, "_deprecation_warned", False)
+    with pytest.warns(DeprecationWarning, match="kafka-eos-worker-python") as warned:
+        worker_python.deprecated_main(["-c", "pass"])
+        worker_python.deprecated_main(["-c", "pass"])
+    assert len(warned) == 1
+    assert ran == [["-c", "pass"], ["-c", "pass"]]
+
+
+def test_both_commands_are_console_scripts() -> None:
+    import tomllib
+
+    scripts = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts[worker_python.COMMAND] == "connectors.worker_python:main"
+    assert scripts[worker_python.DEPRECATED_COMMAND] == "connectors.worker_python:deprecated_main"
