@@ -147,6 +147,9 @@ CI_SET = (
     "test_quickstart_on_real_kafka.py::test_the_windowed_aggregation_example_is_exactly_once_on_real_kafka",
     "test_workers_python.py::test_the_kit_shipped_as_a_packed_venv_with_spark_archives",
     "test_workers_python.py::test_workers_without_the_kit_fail_with_one_line_naming_the_fix",
+    # Where the format tells Spark's streaming commit runner from its write planning (no server; the
+    # version matrix runs it on every other 4.x line).
+    "test_format_by_spark_version.py::test_the_format_tells_sparks_commit_runner_from_its_write_planning_on_this_spark",
     # A driver SIGKILL in each commit window, and executor task failures on a standalone cluster.
     # mid_commit and after_checkpoint_stored are killed by many tests below (secured, moved driver,
     # HDFS, Connect, stateful; during_restore's first run is after_checkpoint_stored), after_pre_commit
@@ -256,6 +259,9 @@ VERSION_SET = (
     ("test_format_by_spark_version.py::test_the_format_is_registered_on_spark_4_and_refused_in_one_line_on_spark_3_5",
      "no-format"),
     ("test_format_by_spark_version.py::test_the_example_job_defaults_to_what_this_spark_runs", "every"),
+    # Where the format tells Spark's streaming commit runner from its write planning, on each 4.x line.
+    ("test_format_by_spark_version.py::test_the_format_tells_sparks_commit_runner_from_its_write_planning_on_this_spark",
+     "format"),
     # The quick start: Spark's own source feeding the foreachBatch sink. (The format's quick start
     # runs in the main suite; on each 4.x line here, the JVM provider's test below runs the format
     # both ways from the plain install with a quiet console, and the kill below through a restart.)

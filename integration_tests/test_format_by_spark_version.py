@@ -1,6 +1,7 @@
 """What the installed Spark release offers, on that release (connectors/spark/spark_versions.py):
 ``format("kafka-eos")`` on Spark 4 (a batch read on real Kafka), one refusing line on Spark 3.5,
-which leaves Spark's own formats working, and the example job's defaults on each.
+which leaves Spark's own formats working, the example job's defaults on each, and, on Spark 4,
+the commit runner of Spark's streaming sinks where the format looks for it.
 
 The version matrix of ``.ci/run`` runs this file, with the compact set of ``VERSION_SET``
 (integration_tests/conftest.py), in a venv of each pyspark line; the other tests there show
@@ -8,6 +9,7 @@ exactly-once on each line under faults."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -60,3 +62,37 @@ def test_the_example_job_defaults_to_what_this_spark_runs() -> None:
                        "--checkpoint-dir", "/tmp/chk"])
     assert args.source_format == ("kafka-eos" if has_stream_admission_control() else "kafka")
     assert args.sink_format == ("kafka-eos" if has_python_data_source_api() else "kafka-eos-foreach-batch")
+
+
+def test_the_format_tells_sparks_commit_runner_from_its_write_planning_on_this_spark() -> None:
+    """Spark calls the format's ``streamWriter()`` in two processes of every micro-batch, the
+    write planning and the commit runner, and only the planning may prepare (a recovery in the
+    commit runner would sweep the batch's own transactions). Nothing but the calling module tells
+    them apart (``datasource._called_to_commit``): this fails on a Spark that renames its runner or
+    stops calling ``streamWriter()`` there, or plans writes in that same module."""
+    if not has_python_data_source_api():
+        pytest.skip("Spark 3.5 has no Python data source API, so no streaming sink of one to commit")
+    from connectors.spark import datasource
+
+    runner = importlib.util.find_spec(datasource.COMMIT_RUNNER_MODULE)
+    planning = importlib.util.find_spec(datasource.WRITE_PLANNING_MODULE)
+    assert runner is not None and runner.origin is not None, \
+        f"pyspark {pyspark.__version__} has no {datasource.COMMIT_RUNNER_MODULE}: datasource.py must learn its new name"
+    assert planning is not None and planning.origin is not None, datasource.WRITE_PLANNING_MODULE
+    assert Path(runner.origin).name != Path(planning.origin).name
+    runner_source = Path(runner.origin).read_text()
+    planning_source = Path(planning.origin).read_text()
+    # The runner makes the stream writer and commits or aborts with it; the planning makes one too.
+    for call in ("streamWriter(", "writer.commit(", "writer.abort("):
+        assert call in runner_source, f"{runner.origin} no longer calls {call}"
+    assert "streamWriter(" in planning_source and "writer.commit(" not in planning_source
+
+    def called_from(origin: str) -> bool:
+        # A frame of Spark's module, as it is when that module calls streamWriter().
+        scope = {"called_to_commit": datasource._called_to_commit}
+        exec(compile("answer = called_to_commit()", origin, "exec"), scope)
+        return bool(scope["answer"])
+
+    assert called_from(runner.origin)
+    assert not called_from(planning.origin)
+    assert not datasource._called_to_commit()
