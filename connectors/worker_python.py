@@ -145,6 +145,8 @@ def shadowing_zips(entries: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    if argv is None:
+        warn_if_old_name(sys.argv[0])
     args = sys.argv[1:] if argv is None else argv
     if len(args) >= 2 and args[0] == "-m":
         for entry in shadowing_zips(sys.path):
@@ -162,17 +164,22 @@ def main(argv: list[str] | None = None) -> None:
 _deprecation_warned = False
 
 
-def deprecated_main(argv: list[str] | None = None) -> None:
-    """``kafka-eos-python``, the launcher's name until 0.2.0: one DeprecationWarning naming
-    ``kafka-eos-worker-python``, then :func:`main`. Removed in the release after 0.2.0."""
+def warn_if_old_name(program: str) -> bool:
+    """One DeprecationWarning per process when the launcher runs as ``kafka-eos-python``, its name
+    until 0.2.0 (removed in the release after it); returns whether ``program`` is that name.
+
+    Both console scripts name :func:`main`, which every version of the kit has: a job whose
+    ``PYTHONPATH`` puts another version's ``connectors`` first still finds it."""
     global _deprecation_warned
+    if Path(program).name != DEPRECATED_COMMAND:
+        return False
     if not _deprecation_warned:
         _deprecation_warned = True
-        # stacklevel 2: the console script's __main__, where Python shows a DeprecationWarning.
+        # stacklevel 3: the console script's __main__, where Python shows a DeprecationWarning.
         warnings.warn(f"{DEPRECATED_COMMAND} is deprecated and will be removed in the release after 0.2.0: "
                       f"use {COMMAND} (the same launcher; {DEPRECATED_COMMAND} is also the name of the kit's "
-                      "Python data source)", DeprecationWarning, stacklevel=2)
-    main(argv)
+                      "Python data source)", DeprecationWarning, stacklevel=3)
+    return True
 
 
 if __name__ == "__main__":
