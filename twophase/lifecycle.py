@@ -117,7 +117,7 @@ class CommitLifecycle:
         requests = self._requests(checkpoint)
         if requests:
             failpoints.hit(failpoints.BEFORE_COMMIT, checkpoint_id=checkpoint_id)
-        endings = self._end_commit(checkpoint_id, requests, first_attempt=True)
+        self._end_commit(checkpoint_id, requests, first_attempt=True)
         committed_at = time.monotonic()
         # 3. mark.
         self.store.mark_committed(checkpoint_id)
@@ -132,7 +132,7 @@ class CommitLifecycle:
             store_ms=_ms(stored - begun), commit_ms=_ms(committed_at - stored), mark_ms=_ms(marked - committed_at),
             sweep_ms=_ms(swept - marked))
         # 5. record.
-        self._record(checkpoint_id, CheckpointOutcome.COMMITTED, requests, endings, timings, lingering or ())
+        self._record(checkpoint_id, CheckpointOutcome.COMMITTED, requests, timings, lingering or ())
         # 6. subsume.
         self.store.subsume(newest=checkpoint_id)
         return Completion(checkpoint_id, timings)
@@ -230,7 +230,7 @@ class CommitLifecycle:
         log.info("checkpoint %d: re-committed %d transaction(s) on restore (%.0f ms): %s", checkpoint_id,
                  len(requests), _ms(took), ", ".join(ended_transactions(endings)) or "none with records")
         self.store.mark_committed(checkpoint_id)
-        self._record(checkpoint_id, CheckpointOutcome.RECOVERED, requests, endings,
+        self._record(checkpoint_id, CheckpointOutcome.RECOVERED, requests,
                      CommitTimings(total_ms=_ms(took), commit_ms=_ms(took)), ())
 
     # -- abort -----------------------------------------------------------------------------------
@@ -328,7 +328,7 @@ class CommitLifecycle:
             return end_transactions(requests, commit=True, checkpoint_id=checkpoint_id, after_first=mid_commit,
                                     first_commit_of_stored=first_attempt)
         except UnrecoverableCommitError as exc:
-            self._record(checkpoint_id, CheckpointOutcome.LOST, requests, [], None, (),
+            self._record(checkpoint_id, CheckpointOutcome.LOST, requests, None, (),
                          lost=exc.lost if isinstance(exc, TransactionLostError) else ())
             raise
 
@@ -379,17 +379,16 @@ class CommitLifecycle:
         return lingering, unlisted
 
     def _record(self, checkpoint_id: int, outcome: CheckpointOutcome, requests: list[EndRequest],
-                endings: list[Ending], timings: CommitTimings | None, lingering: Sequence[str], *,
+                timings: CommitTimings | None, lingering: Sequence[str], *,
                 lost: Sequence[LostTransaction] = ()) -> None:
-        """Record the checkpoint's statistics; ``lost``: the transactions a commit lost (beside
-        those ``endings`` carry)."""
+        """Record the checkpoint's statistics; ``lost``: the transactions a commit lost (the
+        ``TransactionLostError`` of ``end_transactions``, which returns endings only when all ended)."""
         parts = [f for f in (p.committer.figures([r.committable for r in requests if r.committer is p.committer])
                              for p in self.committers) if f is not None]
         if not parts:
             return
-        losses = [e.lost for e in endings if e.lost is not None] + list(lost)
         lost_records = tuple(LostTransactionRecord(t.transactional_id, t.record_count, t.producer_id,
-                                                   t.producer_epoch, tuple(t.partitions)) for t in losses)
+                                                   t.producer_epoch, tuple(t.partitions)) for t in lost)
         figures = CommitFigures.sum(parts)
         record_statistics(self.store, checkpoint_id, outcome=outcome, figures=replace(figures, lost=lost_records),
                           timings=timings, lingering_aborted=lingering)
